@@ -1,0 +1,117 @@
+// safetensors files: strict, zero-copy reading (mmap) and streaming writing.
+//
+// Reading validates as strictly as the reference `safetensors` library: header length
+// (8-byte little-endian prefix, at most 100 MB, inside the file), header is a JSON object,
+// every entry has dtype/shape/data_offsets, dtype is supported, shape dims are non-negative,
+// numel x dtype size == byte span (overflow-safe), offsets lie inside the data section, and the
+// entries cover the data section exactly (no holes, no overlaps). Every violation throws
+// inkling::Error naming the file and the tensor.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensor/error.h"
+#include "tensor/tensor_view.h"
+
+namespace inkling {
+
+constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
+
+struct TensorEntry {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0;  // byte offsets relative to the start of the data section
+  uint64_t end = 0;
+};
+
+// One mmap'd .safetensors file. Movable, not copyable; views stay valid while it lives.
+class SafetensorsFile {
+ public:
+  static SafetensorsFile open(const std::filesystem::path& path);
+  // Parses an in-memory image (used by tests and fuzzing); `label` names it in errors.
+  static SafetensorsFile from_bytes(std::vector<uint8_t> bytes, std::string label);
+
+  SafetensorsFile(SafetensorsFile&&) noexcept;
+  SafetensorsFile& operator=(SafetensorsFile&&) noexcept;
+  ~SafetensorsFile();
+
+  const std::filesystem::path& path() const { return path_; }
+  const std::vector<TensorEntry>& entries() const { return entries_; }  // in file order
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  bool contains(std::string_view name) const;
+  // Throws naming the file when missing.
+  TensorView get(std::string_view name) const;
+  std::optional<TensorView> find(std::string_view name) const;
+  uint64_t file_bytes() const { return mapped_bytes_; }
+
+ private:
+  SafetensorsFile() = default;
+  void parse(std::string label);
+
+  std::filesystem::path path_;
+  const uint8_t* base_ = nullptr;  // start of the mapping (or owned buffer)
+  uint64_t mapped_bytes_ = 0;
+  const uint8_t* data_ = nullptr;  // start of the data section
+  bool is_mmap_ = false;
+  std::vector<uint8_t> owned_;
+  std::vector<TensorEntry> entries_;
+  std::map<std::string, size_t, std::less<>> index_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// A checkpoint directory: either one model.safetensors or shards listed by
+// model.safetensors.index.json ("weight_map": tensor -> shard file). Errors for an index that
+// names a missing shard, a tensor missing from its shard, or a shard tensor absent from the index.
+class TensorStore {
+ public:
+  static TensorStore open_dir(const std::filesystem::path& dir);
+
+  std::vector<std::string> names() const;  // sorted
+  bool contains(std::string_view name) const;
+  TensorView get(std::string_view name) const;  // throws naming the tensor and directory
+  std::optional<TensorView> find(std::string_view name) const;
+  const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
+  uint64_t total_file_bytes() const;
+
+ private:
+  std::filesystem::path dir_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::map<std::string, size_t, std::less<>> tensor_file_;  // name -> index into files_
+};
+
+// ---- writing ----
+
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  size_t nbytes() const;
+};
+
+// Fills the bytes of one tensor; called once per spec, in order.
+using TensorFiller = std::function<void(const TensorSpec& spec, std::span<uint8_t> out)>;
+
+// Writes one file with tensors in the given order and an optional __metadata__ map.
+void write_safetensors(const std::filesystem::path& path, const std::vector<TensorSpec>& specs,
+                       const TensorFiller& fill,
+                       const std::map<std::string, std::string>& metadata = {});
+
+// Writes model-0000k-of-0000n.safetensors shards of at most `max_shard_bytes` (a tensor never
+// spans shards) plus model.safetensors.index.json. `progress(done_bytes, total_bytes)` is
+// called after each tensor when given.
+void write_sharded(const std::filesystem::path& dir, const std::vector<TensorSpec>& specs,
+                   const TensorFiller& fill, uint64_t max_shard_bytes,
+                   const std::function<void(uint64_t, uint64_t)>& progress = {},
+                   const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+
+}  // namespace inkling
