@@ -1,0 +1,106 @@
+// Inkling weights bound in place: every matrix is a zero-copy view into the mmap'd checkpoint,
+// in its stored format. The seed's sanitize rules become views rather than copies:
+//   - w13 row interleave: gate = even rows, up = odd rows (same pointer, doubled row stride);
+//   - shared experts: one GatedExpert per shared expert (the dense concatenation of the seed is
+//     the same sum computed expert by expert);
+//   - conv weights: [C, 1, K] and [C, K, 1] are the same bytes;
+//   - NVFP4: scale2 folded into each expert's WeightMatrix::global_scale (gate_scale / out_scale
+//     of the seed multiply out to exactly this).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "model/config.h"
+#include "model/sanitize.h"
+#include "tensor/weight_matrix.h"
+
+namespace inkling {
+
+enum class CheckpointLayout { OriginalF32, OriginalBF16, NvFp4, MlxAffine };
+const char* layout_name(CheckpointLayout layout);
+
+// A small vector parameter (norm weights, conv taps, biases) in its stored dtype.
+using VectorWeight = TensorView;
+
+struct GatedExpert {
+  WeightMatrix gate;  // [I, H]
+  WeightMatrix up;    // [I, H]
+  WeightMatrix down;  // [H, I]
+};
+
+struct AttentionWeights {
+  WeightMatrix q, k, v, r, o;  // [n_h*d, H], [n_kv*d, H] x2, [n_h*d_rel, H], [H, n_h*d]
+  VectorWeight q_norm, k_norm;  // [d]
+  VectorWeight k_conv, v_conv;  // [n_kv*d, K]
+  VectorWeight rel_proj;        // [d_rel, R]
+};
+
+struct MlpWeights {
+  bool dense = false;
+  float global_scale = 1.0f;
+  GatedExpert dense_mlp;                // dense layers
+  WeightMatrix router;                  // [Rn + SH, H]; the last SH rows belong to shared experts
+  std::vector<float> correction_bias;   // [Rn]
+  std::vector<GatedExpert> experts;     // [Rn]
+  std::vector<GatedExpert> shared;      // [SH]
+};
+
+struct LayerWeights {
+  LayerSpec spec;
+  VectorWeight attn_norm, mlp_norm;  // [H]
+  VectorWeight attn_conv, mlp_conv;  // [H, K]
+  AttentionWeights attn;
+  MlpWeights mlp;
+};
+
+struct ModelWeights {
+  WeightMatrix embed;    // [V, H], rows read one at a time
+  VectorWeight embed_norm;
+  VectorWeight norm;
+  WeightMatrix lm_head;  // [V, H]
+  std::vector<LayerWeights> layers;
+};
+
+// One canonical (post-sanitize) tensor name and where its data came from.
+struct BindingRecord {
+  std::string canonical;
+  std::string source;
+  std::string how;  // "as stored", "even rows", "odd rows", "expert 3", ...
+  WeightFormat format = WeightFormat::F32;
+};
+
+// An opened, validated checkpoint directory with its weights bound in place.
+class Checkpoint {
+ public:
+  // Opens DIR: config.json, the safetensors (mmap), layout detection and binding.
+  // Throws inkling::Error naming the problem (missing tensor, wrong shape or dtype, ...).
+  static std::unique_ptr<Checkpoint> open(const std::filesystem::path& dir);
+
+  const std::filesystem::path& dir() const { return dir_; }
+  const ModelConfig& config() const { return config_; }
+  const TextConfig& text() const { return config_.text; }
+  CheckpointLayout layout() const { return layout_; }
+  const ModelWeights& weights() const { return weights_; }
+  const TensorStore& store() const { return store_; }
+  const std::vector<BindingRecord>& bindings() const { return bindings_; }
+  const std::vector<std::string>& skipped() const { return skipped_; }  // towers, mtp, ...
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
+ private:
+  std::filesystem::path dir_;
+  ModelConfig config_;
+  CheckpointLayout layout_ = CheckpointLayout::OriginalF32;
+  TensorStore store_;
+  ModelWeights weights_;
+  std::vector<BindingRecord> bindings_;
+  std::vector<std::string> skipped_;
+  std::vector<std::string> warnings_;
+  friend class WeightBinder;
+};
+
+}  // namespace inkling
