@@ -1,0 +1,80 @@
+#include "kernels/isa.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "tensor/error.h"
+
+namespace inkling::kernels {
+
+namespace {
+
+// Resolved on first use so INKLING_ISA is read after the environment is final.
+Isa initial_isa() {
+  const char* forced = std::getenv("INKLING_ISA");
+  if (forced && *forced) {
+    std::optional<Isa> isa = parse_isa(forced);
+    if (!isa) throw Error(std::string("INKLING_ISA: unknown instruction set '") + forced + "'");
+    if (!isa_supported(*isa))
+      throw Error(std::string("INKLING_ISA: this CPU does not support ") + forced);
+    return *isa;
+  }
+  return best_isa();
+}
+
+std::atomic<Isa>& current() {
+  static std::atomic<Isa> isa{initial_isa()};
+  return isa;
+}
+
+}  // namespace
+
+bool isa_supported(Isa isa) {
+  switch (isa) {
+    case Isa::Scalar: return true;
+    case Isa::Avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c");
+    case Isa::Avx512:
+      return isa_supported(Isa::Avx2) && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bf16") &&
+             __builtin_cpu_supports("avx512vnni");
+  }
+  return false;
+}
+
+Isa best_isa() {
+  if (isa_supported(Isa::Avx512)) return Isa::Avx512;
+  if (isa_supported(Isa::Avx2)) return Isa::Avx2;
+  return Isa::Scalar;
+}
+
+void set_isa(Isa isa) {
+  if (!isa_supported(isa))
+    throw Error(std::string("set_isa: this CPU does not support ") + isa_name(isa));
+  current().store(isa);
+}
+
+Isa active_isa() { return current().load(std::memory_order_relaxed); }
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Scalar: return "scalar";
+    case Isa::Avx2: return "avx2";
+    case Isa::Avx512: return "avx512";
+  }
+  return "?";
+}
+
+const char* isa_name() { return isa_name(active_isa()); }
+
+std::optional<Isa> parse_isa(std::string_view name) {
+  if (name == "scalar") return Isa::Scalar;
+  if (name == "avx2") return Isa::Avx2;
+  if (name == "avx512") return Isa::Avx512;
+  return std::nullopt;
+}
+
+}  // namespace inkling::kernels

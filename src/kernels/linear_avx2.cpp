@@ -1,0 +1,334 @@
+// AVX2 + FMA + F16C kernels: the path for x86-64 CPUs without AVX-512. Same structure as
+// linear_avx512.cpp with 8 lanes; 4-bit formats use x split per 16 columns into [even, odd].
+#include <immintrin.h>
+
+#include <utility>
+
+#include "kernels/backend.h"
+
+namespace inkling::kernels::detail {
+namespace {
+
+#include "kernels/simd_common.h"
+
+constexpr int kLanes = 8;
+
+// Lane mask for the first `count` (< 8) lanes, for maskload / maskstore.
+inline __m256i tail_mask(int64_t count) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(count)),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+inline float reduce(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <WeightFormat F>
+inline __m256 load8(const uint8_t* row, int64_t c) {
+  if constexpr (F == WeightFormat::F32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c);
+  } else if constexpr (F == WeightFormat::BF16) {
+    __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+  } else {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c)));
+  }
+}
+
+// Tails are rare (cols is a multiple of 8 in every Inkling tensor): go through a zeroed copy.
+template <WeightFormat F>
+inline __m256 load8_partial(const uint8_t* row, int64_t c, int64_t count) {
+  const int64_t elem = F == WeightFormat::F32 ? 4 : 2;
+  alignas(32) uint8_t bytes[32] = {};
+  __builtin_memcpy(bytes, row + elem * c, size_t(count * elem));
+  return load8<F>(bytes, 0);
+}
+
+template <WeightFormat F>
+float dot_dense(const uint8_t* row, const float* x, int64_t cols) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+  int64_t c = 0;
+  for (; c + 32 <= cols; c += 32) {
+    a0 = _mm256_fmadd_ps(load8<F>(row, c), _mm256_loadu_ps(x + c), a0);
+    a1 = _mm256_fmadd_ps(load8<F>(row, c + 8), _mm256_loadu_ps(x + c + 8), a1);
+    a2 = _mm256_fmadd_ps(load8<F>(row, c + 16), _mm256_loadu_ps(x + c + 16), a2);
+    a3 = _mm256_fmadd_ps(load8<F>(row, c + 24), _mm256_loadu_ps(x + c + 24), a3);
+  }
+  for (; c + 8 <= cols; c += 8) a0 = _mm256_fmadd_ps(load8<F>(row, c), _mm256_loadu_ps(x + c), a0);
+  if (c < cols) {
+    __m256 xv = _mm256_maskload_ps(x + c, tail_mask(cols - c));
+    a1 = _mm256_fmadd_ps(load8_partial<F>(row, c, cols - c), xv, a1);
+  }
+  return reduce(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+}
+
+inline __m128i load_u8x8(const uint8_t* p) {
+  return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+}
+
+template <int kBits>
+float dot_affine(const WeightMatrix& w, int64_t r, const PreparedX& px) {
+  const uint8_t* codes = w.data + r * w.row_stride;
+  const uint8_t* scales = w.scales + r * w.scales_row_stride;
+  const uint8_t* biases = w.biases + r * w.biases_row_stride;
+  const int64_t groups = w.cols / w.group_size;
+  const float* xs = kBits == 4 ? px.x_split : px.x;
+  const __m256i low_nibble = _mm256_set1_epi32(15);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  float bias_sum = 0.0f;
+  for (int64_t g = 0; g < groups; ++g) {
+    __m256 even = _mm256_setzero_ps(), odd = _mm256_setzero_ps();
+    for (int k = 0; k < w.group_size; k += 16) {
+      if constexpr (kBits == 4) {
+        __m256i d = _mm256_cvtepu8_epi32(load_u8x8(codes));
+        even = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(d, low_nibble)),
+                               _mm256_loadu_ps(xs), even);
+        odd = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(d, 4)),
+                              _mm256_loadu_ps(xs + 8), odd);
+        codes += 8;
+      } else {
+        even = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(load_u8x8(codes))),
+                               _mm256_loadu_ps(xs), even);
+        odd = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(load_u8x8(codes + 8))),
+                              _mm256_loadu_ps(xs + 8), odd);
+        codes += 16;
+      }
+      xs += 16;
+    }
+    __m256 scale = _mm256_set1_ps(load_param(scales, w.scale_dtype, g));
+    if (g & 1)
+      acc1 = _mm256_fmadd_ps(scale, _mm256_add_ps(even, odd), acc1);
+    else
+      acc0 = _mm256_fmadd_ps(scale, _mm256_add_ps(even, odd), acc0);
+    bias_sum += load_param(biases, w.scale_dtype, g) * px.group_sums[g];
+  }
+  return reduce(_mm256_add_ps(acc0, acc1)) + bias_sum;
+}
+
+// E2M1 nibbles (in the low 4 bits of each lane, higher bits ignored) to f32: magnitude from an
+// 8-entry vpermps table, sign bit 3 moved to bit 31.
+inline __m256 fp4_to_f32(__m256i nibbles, __m256 magnitudes) {
+  __m256 magnitude = _mm256_permutevar8x32_ps(magnitudes, nibbles);
+  __m256i sign = _mm256_slli_epi32(_mm256_and_si256(nibbles, _mm256_set1_epi32(8)), 28);
+  return _mm256_xor_ps(magnitude, _mm256_castsi256_ps(sign));
+}
+
+inline __m256 fp4_magnitudes() {
+  return _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
+}
+
+float dot_nvfp4(const WeightMatrix& w, int64_t r, const PreparedX& px) {
+  const uint8_t* codes = w.data + r * w.row_stride;
+  const uint8_t* scales = w.scales + r * w.scales_row_stride;
+  const float* table = e4m3_table();
+  const __m256 magnitudes = fp4_magnitudes();
+  const int64_t blocks = w.cols / 16;
+  const float* xs = px.x_split;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  for (int64_t i = 0; i < blocks; ++i) {
+    __m256i d = _mm256_cvtepu8_epi32(load_u8x8(codes));
+    __m256 t = _mm256_mul_ps(fp4_to_f32(d, magnitudes), _mm256_loadu_ps(xs));
+    t = _mm256_fmadd_ps(fp4_to_f32(_mm256_srli_epi32(d, 4), magnitudes), _mm256_loadu_ps(xs + 8),
+                        t);
+    if (i & 1)
+      acc1 = _mm256_fmadd_ps(t, _mm256_set1_ps(table[scales[i]]), acc1);
+    else
+      acc0 = _mm256_fmadd_ps(t, _mm256_set1_ps(table[scales[i]]), acc0);
+    codes += 8;
+    xs += 16;
+  }
+  float sum = reduce(_mm256_add_ps(acc0, acc1));
+  sum += nvfp4_tail_dot(w.data + r * w.row_stride, scales - blocks, px.x, blocks * 16, w.cols);
+  return sum * w.global_scale;
+}
+
+bool affine_fast_path(const WeightMatrix& w) { return w.group_size % 16 == 0; }
+
+void matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end,
+                 float* y) {
+  switch (w.format) {
+    case WeightFormat::F32:
+      for (int64_t r = row_begin; r < row_end; ++r)
+        y[r - row_begin] = dot_dense<WeightFormat::F32>(w.data + r * w.row_stride, px.x, w.cols);
+      return;
+    case WeightFormat::BF16:
+      for (int64_t r = row_begin; r < row_end; ++r)
+        y[r - row_begin] = dot_dense<WeightFormat::BF16>(w.data + r * w.row_stride, px.x, w.cols);
+      return;
+    case WeightFormat::F16:
+      for (int64_t r = row_begin; r < row_end; ++r)
+        y[r - row_begin] = dot_dense<WeightFormat::F16>(w.data + r * w.row_stride, px.x, w.cols);
+      return;
+    case WeightFormat::Affine:
+      if (affine_fast_path(w)) {
+        for (int64_t r = row_begin; r < row_end; ++r)
+          y[r - row_begin] = w.bits == 4 ? dot_affine<4>(w, r, px) : dot_affine<8>(w, r, px);
+        return;
+      }
+      break;
+    case WeightFormat::NvFp4:
+      for (int64_t r = row_begin; r < row_end; ++r) y[r - row_begin] = dot_nvfp4(w, r, px);
+      return;
+  }
+  scalar_backend().matvec_rows(w, px, row_begin, row_end, y);
+}
+
+struct Kernel256 {
+  static constexpr int kLanes = 8;
+  static constexpr int kRows = 4;
+  static constexpr int kTokens = 2;
+
+  static void decode_row(const WeightMatrix& w, int64_t r, float* out) {
+    const uint8_t* row = w.data + r * w.row_stride;
+    const int64_t cols = w.cols;
+    switch (w.format) {
+      case WeightFormat::F32:
+      case WeightFormat::BF16:
+      case WeightFormat::F16: {
+        int64_t c = 0;
+        for (; c + 8 <= cols; c += 8) {
+          __m256 v = w.format == WeightFormat::F32    ? load8<WeightFormat::F32>(row, c)
+                     : w.format == WeightFormat::BF16 ? load8<WeightFormat::BF16>(row, c)
+                                                      : load8<WeightFormat::F16>(row, c);
+          _mm256_storeu_ps(out + c, v);
+        }
+        if (c < cols) break;  // rare tail: whole row through the reference
+        return;
+      }
+      case WeightFormat::Affine: {
+        if (!affine_fast_path(w)) break;
+        const uint8_t* scales = w.scales + r * w.scales_row_stride;
+        const uint8_t* biases = w.biases + r * w.biases_row_stride;
+        const __m256i low_nibble = _mm256_set1_epi32(15);
+        for (int64_t c = 0; c < cols; c += 16) {
+          const int64_t g = c / w.group_size;
+          __m256 scale = _mm256_set1_ps(load_param(scales, w.scale_dtype, g));
+          __m256 bias = _mm256_set1_ps(load_param(biases, w.scale_dtype, g));
+          if (w.bits == 4) {
+            __m256i d = _mm256_cvtepu8_epi32(load_u8x8(row + c / 2));
+            __m256 even = _mm256_fmadd_ps(
+                _mm256_cvtepi32_ps(_mm256_and_si256(d, low_nibble)), scale, bias);
+            __m256 odd =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(d, 4)), scale, bias);
+            // unpack interleaves within 128-bit lanes; permute2f128 puts the halves in order.
+            __m256 a = _mm256_unpacklo_ps(even, odd), b = _mm256_unpackhi_ps(even, odd);
+            _mm256_storeu_ps(out + c, _mm256_permute2f128_ps(a, b, 0x20));
+            _mm256_storeu_ps(out + c + 8, _mm256_permute2f128_ps(a, b, 0x31));
+          } else {
+            for (int h = 0; h < 16; h += 8) {
+              __m256 codes = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(load_u8x8(row + c + h)));
+              _mm256_storeu_ps(out + c + h, _mm256_fmadd_ps(codes, scale, bias));
+            }
+          }
+        }
+        return;
+      }
+      case WeightFormat::NvFp4: {
+        if (cols % 16 != 0) break;
+        const uint8_t* scales = w.scales + r * w.scales_row_stride;
+        const float* table = e4m3_table();
+        const __m256 magnitudes = fp4_magnitudes();
+        for (int64_t c = 0; c < cols; c += 16) {
+          __m256i d = _mm256_cvtepu8_epi32(load_u8x8(row + c / 2));
+          __m256 scale = _mm256_set1_ps(table[scales[c / 16]] * w.global_scale);
+          __m256 even = _mm256_mul_ps(fp4_to_f32(d, magnitudes), scale);
+          __m256 odd = _mm256_mul_ps(fp4_to_f32(_mm256_srli_epi32(d, 4), magnitudes), scale);
+          __m256 a = _mm256_unpacklo_ps(even, odd), b = _mm256_unpackhi_ps(even, odd);
+          _mm256_storeu_ps(out + c, _mm256_permute2f128_ps(a, b, 0x20));
+          _mm256_storeu_ps(out + c + 8, _mm256_permute2f128_ps(a, b, 0x31));
+        }
+        return;
+      }
+    }
+    dequantize_row(w, r, out);
+  }
+
+  template <int R, int T>
+  static void tile(const float* w, int64_t ldw, const float* x, int64_t ldx, int64_t cols,
+                   float* y, int64_t ldy) {
+    __m256 acc[R][T];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 8 <= cols; k += 8) {
+      __m256 wv[R];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) wv[r] = _mm256_loadu_ps(w + r * ldw + k);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        __m256 xv = _mm256_loadu_ps(x + t * ldx + k);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
+      }
+    }
+    if (k < cols) {
+      __m256i mask = tail_mask(cols - k);
+      __m256 wv[R];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) wv[r] = _mm256_loadu_ps(w + r * ldw + k);  // zero padded
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        __m256 xv = _mm256_maskload_ps(x + t * ldx + k, mask);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) y[t * ldy + r] = reduce(acc[r][t]);
+  }
+};
+
+void matmul_rows(const WeightMatrix& w, const float* x, int64_t n, int64_t row_begin,
+                 int64_t row_end, float* y, int64_t ldy) {
+  matmul_rows_tiled<Kernel256>(w, x, n, row_begin, row_end, y, ldy);
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  return dot_dense<WeightFormat::F32>(reinterpret_cast<const uint8_t*>(a), b, n);
+}
+
+float sum_squares_f32(const float* x, int64_t n) { return dot_f32(x, x, n); }
+
+void axpy_f32(float a, const float* x, float* y, int64_t n) {
+  const __m256 av = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+double fma_burn(int64_t iterations, float* sink) {
+  constexpr int kChains = 12;
+  __m256 acc[kChains];
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+#pragma GCC unroll 12
+  for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_ps(float(i));
+  for (int64_t it = 0; it < iterations; ++it) {
+#pragma GCC unroll 12
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+  }
+  __m256 total = acc[0];
+#pragma GCC unroll 12
+  for (int i = 1; i < kChains; ++i) total = _mm256_add_ps(total, acc[i]);
+  *sink = reduce(total);
+  return double(iterations) * kChains * kLanes * 2;
+}
+
+}  // namespace
+
+const Backend& avx2_backend() {
+  static const Backend backend{Isa::Avx2,  16,        Kernel256::kRows, matvec_rows,
+                               matmul_rows, dot_f32,  axpy_f32,         sum_squares_f32,
+                               fma_burn};
+  return backend;
+}
+
+}  // namespace inkling::kernels::detail

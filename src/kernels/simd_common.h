@@ -1,0 +1,108 @@
+// Internal: shared pieces of the per-ISA kernel files.
+//
+// Included only by the _avx2.cpp / _avx512.cpp files, and always inside an anonymous namespace:
+// everything here then has internal linkage, so code compiled with wider ISA flags can never
+// be picked by the linker for a caller on the scalar path (the classic ODR hazard of inline
+// functions and templates in multi-ISA builds). For the same reason those files avoid std::
+// templates.
+
+inline int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+inline float bf16_bits_to_f32(uint16_t bits) {
+  uint32_t widened = uint32_t(bits) << 16;
+  float value;
+  __builtin_memcpy(&value, &widened, 4);
+  return value;
+}
+
+// One affine scale / bias element as f32.
+inline float load_param(const uint8_t* p, DType dtype, int64_t index) {
+  if (dtype == DType::BF16) {
+    uint16_t bits;
+    __builtin_memcpy(&bits, p + 2 * index, 2);
+    return bf16_bits_to_f32(bits);
+  }
+  if (dtype == DType::F16) {
+    uint16_t bits;
+    __builtin_memcpy(&bits, p + 2 * index, 2);
+    return _cvtsh_ss(bits);
+  }
+  float value;
+  __builtin_memcpy(&value, p + 4 * index, 4);
+  return value;
+}
+
+inline float fp4_value(uint8_t nibble) {
+  static constexpr float kValues[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                        -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+  return kValues[nibble & 15];
+}
+
+// Scalar tail of an NVFP4 row: columns [begin, cols), without the global scale.
+inline float nvfp4_tail_dot(const uint8_t* codes, const uint8_t* scales, const float* x,
+                            int64_t begin, int64_t cols) {
+  const float* table = e4m3_table();
+  float sum = 0.0f;
+  for (int64_t c = begin; c < cols; ++c) {
+    uint8_t byte = codes[c / 2];
+    sum += fp4_value((c & 1) ? byte >> 4 : byte & 15) * table[scales[c / 16]] * x[c];
+  }
+  return sum;
+}
+
+// Scratch memory without std:: templates (see above).
+struct Scratch {
+  float* data = nullptr;
+  explicit Scratch(int64_t count) {
+    data = static_cast<float*>(__builtin_malloc(size_t(count) * sizeof(float) + 64));
+  }
+  ~Scratch() { __builtin_free(data); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+};
+
+using TileFn = void (*)(const float* w, int64_t ldw, const float* x, int64_t ldx, int64_t cols,
+                        float* y, int64_t ldy);
+template <int kCount>
+struct TileTable {
+  TileFn fns[kCount];
+};
+// fns[(R - 1) * kTokens + T - 1] = K::tile<R, T>.
+template <class K, int... kIndex>
+constexpr TileTable<sizeof...(kIndex)> make_tiles(std::integer_sequence<int, kIndex...>) {
+  return {{&K::template tile<kIndex / K::kTokens + 1, kIndex % K::kTokens + 1>...}};
+}
+
+// Prefill: Y[t, r] = W[r] . X[t] over a thread's rows. Kernel K supplies kLanes, kRows,
+// kTokens, decode_row(w, r, out) (row r as f32, natural column order) and
+// tile<R, T>(w, ldw, x, ldx, cols, y, ldy). A block of kRows weight rows is decoded once and
+// reused by every token of a token block; the token block is sized so its X rows stay in L2.
+template <class K>
+void matmul_rows_tiled(const WeightMatrix& w, const float* x, int64_t n, int64_t row_begin,
+                       int64_t row_end, float* y, int64_t ldy) {
+  constexpr int kR = K::kRows;
+  constexpr int kT = K::kTokens;
+  static constexpr TileTable<kR * kT> kTiles =
+      make_tiles<K>(std::make_integer_sequence<int, kR * kT>());
+  const int64_t cols = w.cols;
+  const int64_t ldw = (cols + K::kLanes - 1) / K::kLanes * K::kLanes;
+  Scratch buffer(kR * ldw);
+  for (int64_t i = 0; i < kR * ldw; ++i) buffer.data[i] = 0.0f;
+
+  constexpr int64_t kXBlockBytes = 384 * 1024;
+  int64_t token_block = kXBlockBytes / (cols * 4) / kT * kT;
+  if (token_block < kT) token_block = kT;
+
+  for (int64_t t_begin = 0; t_begin < n; t_begin += token_block) {
+    const int64_t t_end = min_i64(n, t_begin + token_block);
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kR) {
+      const int64_t row_count = min_i64(kR, row_end - r0);
+      for (int64_t i = 0; i < row_count; ++i) K::decode_row(w, r0 + i, buffer.data + i * ldw);
+      for (int64_t t0 = t_begin; t0 < t_end; t0 += kT) {
+        const int64_t token_count = min_i64(kT, t_end - t0);
+        kTiles.fns[(row_count - 1) * kT + token_count - 1](buffer.data, ldw, x + t0 * cols, cols, cols,
+                                               y + t0 * ldy + (r0 - row_begin), ldy);
+      }
+    }
+  }
+}

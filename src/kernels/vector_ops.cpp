@@ -1,0 +1,103 @@
+#include "kernels/vector_ops.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "kernels/backend.h"
+#include "kernels/isa.h"
+#include "tensor/error.h"
+
+namespace inkling::kernels {
+
+namespace {
+const detail::Backend& active_backend() { return detail::backend_for(active_isa()); }
+
+template <typename Load>
+void scale_by_weight(const float* x, float inv_rms, Load load, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv_rms * load(i);
+}
+}  // namespace
+
+float dot_f32(const float* a, const float* b, int64_t n) { return active_backend().dot_f32(a, b, n); }
+
+void axpy_f32(float a, const float* x, float* y, int64_t n) {
+  active_backend().axpy_f32(a, x, y, n);
+}
+
+void rmsnorm(const float* x, WeightVector weight, float eps, int64_t n, float* out) {
+  if (n <= 0) return;
+  const float mean_square = active_backend().sum_squares_f32(x, n) / float(n);
+  const float inv_rms = 1.0f / std::sqrt(mean_square + eps);
+  switch (weight.dtype) {
+    case DType::F32: {
+      const float* w = static_cast<const float*>(weight.data);
+      scale_by_weight(x, inv_rms, [w](int64_t i) { return w[i]; }, n, out);
+      return;
+    }
+    case DType::BF16: {
+      const uint16_t* w = static_cast<const uint16_t*>(weight.data);
+      scale_by_weight(x, inv_rms, [w](int64_t i) { return bf16_to_f32(w[i]); }, n, out);
+      return;
+    }
+    case DType::F16: {
+      const uint16_t* w = static_cast<const uint16_t*>(weight.data);
+      scale_by_weight(x, inv_rms, [w](int64_t i) { return f16_to_f32(w[i]); }, n, out);
+      return;
+    }
+    default:
+      throw Error(std::string("rmsnorm: weight dtype ") + std::string(dtype_name(weight.dtype)) +
+                  " is not f32, bf16 or f16");
+  }
+}
+
+double measure_read_bandwidth_gbs(size_t bytes, int threads) {
+  const size_t words = bytes / sizeof(uint64_t);
+  if (words == 0) return 0.0;
+  auto* buffer = static_cast<uint64_t*>(std::aligned_alloc(64, (words * 8 + 63) / 64 * 64));
+  if (!buffer) throw Error("measure_read_bandwidth_gbs: out of memory");
+  // First touch from the reading threads so pages land near them.
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (size_t i = 0; i < words; ++i) buffer[i] = i;
+  double best = 0.0;
+  uint64_t checksum = 0;
+  for (int pass = 0; pass < 4; ++pass) {
+    auto start = std::chrono::steady_clock::now();
+    uint64_t sum = 0;
+    // Integer sums vectorise without -ffast-math, so this runs at load throughput.
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : sum)
+    for (size_t i = 0; i < words; ++i) sum += buffer[i];
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    checksum += sum;
+    if (pass > 0) best = std::max(best, double(words * 8) / seconds / 1e9);  // pass 0 warms up
+  }
+  std::free(buffer);
+  if (checksum == 42) return -1.0;  // keeps the sums observable
+  return best;
+}
+
+double measure_fma_peak_gflops(int threads) {
+  const detail::Backend& backend = active_backend();
+  constexpr int64_t kIterations = 5'000'000;
+  double best = 0.0;
+  for (int pass = 0; pass < 3; ++pass) {
+    double flops = 0.0;
+    auto start = std::chrono::steady_clock::now();
+#pragma omp parallel num_threads(threads) reduction(+ : flops)
+    {
+      float sink;
+      flops += backend.fma_burn(kIterations, &sink);
+      if (sink == 42.0f) flops += 1.0;
+    }
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, flops / seconds / 1e9);
+  }
+  return best;
+}
+
+}  // namespace inkling::kernels

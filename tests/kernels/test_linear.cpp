@@ -1,0 +1,140 @@
+// Every linear kernel, on every ISA path this CPU runs, against the scalar dequantization with
+// double accumulation: odd row counts, several column counts per format, strided (w13) views.
+#include <gtest/gtest.h>
+
+#include "kernel_test_util.h"
+#include "kernels/linear.h"
+#include "tensor/error.h"
+
+namespace inkling::test {
+namespace {
+
+using kernels::Isa;
+
+// Max error relative to the output RMS. Everything accumulates in f32 against a double
+// reference; the 1088-column rows and the affine bias term bound this.
+constexpr double kTolerance = 2e-5;
+
+std::vector<FormatSpec> all_formats() {
+  std::vector<FormatSpec> specs = {{WeightFormat::F32},
+                                   {WeightFormat::BF16},
+                                   {WeightFormat::F16},
+                                   {WeightFormat::NvFp4, 4, 16, DType::F8_E4M3}};
+  for (int bits : {4, 8})
+    for (int group : {32, 64, 128})
+      for (DType dtype : {DType::BF16, DType::F16, DType::F32})
+        specs.push_back({WeightFormat::Affine, bits, group, dtype});
+  specs.push_back({WeightFormat::Affine, 4, 16, DType::BF16});  // group not a vector multiple
+  return specs;
+}
+
+std::vector<int64_t> cols_for(const FormatSpec& spec) {
+  switch (spec.format) {
+    case WeightFormat::Affine:
+      if (spec.group_size == 128) return {128, 384, 1152};
+      return {64, 192, 1088};
+    case WeightFormat::NvFp4: return {64, 192, 1088, 1104};  // 1104: a 16-column tail
+    default: return {64, 67, 192, 1088};                     // 67: a partial vector
+  }
+}
+
+class LinearTest : public ::testing::TestWithParam<FormatSpec> {};
+
+TEST_P(LinearTest, MatvecAndMatmulMatchReference) {
+  IsaGuard guard;
+  std::mt19937 rng(1234);
+  for (int64_t rows : {1, 3, 17, 130}) {
+    for (int64_t cols : cols_for(GetParam())) {
+      // Stack of two: view(1) is the odd rows, a strided matrix like `up` in w13.
+      TestMatrix matrix(GetParam(), rows, cols, 2, rng);
+      const WeightMatrix w = matrix.view(1);
+      const int64_t max_n = 33;
+      std::vector<float> x = random_vector(max_n * cols, rng);
+      for (int64_t n : {1, 2, 5, 33}) {
+        std::vector<double> want = reference_matmul(w, x.data(), n);
+        for (Isa isa : testable_isas()) {
+          SCOPED_TRACE(std::string(kernels::isa_name(isa)) + " rows=" + std::to_string(rows) +
+                       " cols=" + std::to_string(cols) + " n=" + std::to_string(n));
+          kernels::set_isa(isa);
+          std::vector<float> got(size_t(n * rows), NAN);
+          kernels::matmul(w, x.data(), n, got.data());
+          EXPECT_LT(relative_error(got, want), kTolerance);
+          if (n == 1) {
+            std::vector<float> got_matvec(size_t(rows), NAN);
+            kernels::matvec(w, x.data(), got_matvec.data());
+            EXPECT_LT(relative_error(got_matvec, want), kTolerance);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(LinearTest, SwigluMatchesComposedReference) {
+  IsaGuard guard;
+  std::mt19937 rng(99);
+  for (int64_t rows : {1, 17, 130}) {
+    const int64_t cols = cols_for(GetParam()).back();
+    TestMatrix w13(GetParam(), rows, cols, 2, rng);
+    const WeightMatrix gate = w13.view(0), up = w13.view(1);
+    std::vector<float> x = random_vector(5 * cols, rng);
+    for (int64_t n : {1, 5}) {
+      std::vector<double> g = reference_matmul(gate, x.data(), n);
+      std::vector<double> u = reference_matmul(up, x.data(), n);
+      std::vector<double> want(g.size());
+      for (size_t i = 0; i < g.size(); ++i) want[i] = silu(g[i]) * u[i];
+      for (Isa isa : testable_isas()) {
+        SCOPED_TRACE(std::string(kernels::isa_name(isa)) + " rows=" + std::to_string(rows) +
+                     " n=" + std::to_string(n));
+        kernels::set_isa(isa);
+        std::vector<float> got(size_t(n * rows), NAN);
+        if (n == 1)
+          kernels::swiglu_matvec(gate, up, x.data(), got.data());
+        else
+          kernels::swiglu_matmul(gate, up, x.data(), n, got.data());
+        EXPECT_LT(relative_error(got, want), 5 * kTolerance);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllFormats, LinearTest, ::testing::ValuesIn(all_formats()),
+                         [](const auto& info) { return info.param.name(); });
+
+// Large enough that matvec / matmul fork onto every thread: checks the row split.
+TEST(LinearThreads, LargeMatrixSplitsCorrectly) {
+  IsaGuard guard;
+  std::mt19937 rng(7);
+  const FormatSpec spec{WeightFormat::Affine, 4, 64, DType::BF16};
+  TestMatrix matrix(spec, 1027, 1024, 1, rng);
+  const WeightMatrix w = matrix.view(0);
+  std::vector<float> x = random_vector(7 * 1024, rng);
+  for (int64_t n : {1, 7}) {
+    std::vector<double> want = reference_matmul(w, x.data(), n);
+    for (Isa isa : testable_isas()) {
+      SCOPED_TRACE(kernels::isa_name(isa));
+      kernels::set_isa(isa);
+      std::vector<float> got(size_t(n * w.rows), NAN);
+      kernels::matmul(w, x.data(), n, got.data());
+      EXPECT_LT(relative_error(got, want), kTolerance);
+    }
+  }
+}
+
+TEST(LinearErrors, RejectsInconsistentShapes) {
+  std::mt19937 rng(1);
+  TestMatrix matrix({WeightFormat::Affine, 4, 64, DType::BF16}, 4, 128, 1, rng);
+  WeightMatrix w = matrix.view(0);
+  std::vector<float> x(256), y(8);
+  w.cols = 96;  // not a multiple of the group size
+  EXPECT_THROW(kernels::matvec(w, x.data(), y.data()), Error);
+  w = matrix.view(0);
+  w.bits = 3;
+  EXPECT_THROW(kernels::matmul(w, x.data(), 2, y.data()), Error);
+  WeightMatrix other = matrix.view(0);
+  other.rows = 3;
+  EXPECT_THROW(kernels::swiglu_matvec(matrix.view(0), other, x.data(), y.data()), Error);
+}
+
+}  // namespace
+}  // namespace inkling::test
