@@ -183,6 +183,14 @@ def prepare_hf_dir(model_dir, tmp):
     if "text_config" not in cfg:
         raise SystemExit("config.json has no text_config")
     cfg["text_config"] = resolve_text_config(cfg["text_config"])
+    tc = cfg["text_config"]
+    # switches of the original config that transformers' Inkling does not read: it hard-wires the value
+    # every release uses. Refuse a checkpoint that asks for anything else.
+    hardwired = {"use_embed_norm": True, "use_sconv": True, "use_global_scale": True, "use_gate_bias": True,
+                 "norm_after_topk": True, "shared_expert_sink": True, "gate_activation": "sigmoid"}
+    for key, val in hardwired.items():
+        if key in tc and tc[key] != val:
+            raise SystemExit(f"text_config.{key}={tc[key]!r}: transformers' Inkling only implements {val!r}")
     cfg["model_type"] = "inkling_mm_model"    # transformers' conversion mapping is keyed on this
     cfg["architectures"] = ["InklingForConditionalGeneration"]
     # The towers are never run; keep them tiny so that building the model does not explode (the default
@@ -292,11 +300,19 @@ def greedy_hf(model, prompt, n):
 # ----------------------------------------------------------------------------------------------------------
 
 class SpecModel:
-    def __init__(self, model_dir):
+    # tensors transformers keeps in float32 even when the model is loaded in bfloat16
+    F32_KEPT = ("sconv.weight", "mlp.gate.bias", "mlp.gate.global_scale")
+
+    def __init__(self, model_dir, round_weights_to=None):
+        """round_weights_to="bfloat16": round the weights to bf16 first (as a bf16 model holds them), keeping
+        the tensors transformers keeps in f32; the arithmetic stays float64."""
+        import torch
         with open(os.path.join(model_dir, "config.json")) as f:
             cfg = json.load(f)
         self.tc = resolve_text_config(cfg["text_config"])
         raw = read_original_tensors(model_dir, keep=lambda k: k.startswith("model.llm."))
+        if round_weights_to == "bfloat16":
+            raw = {k: (v if k.endswith(self.F32_KEPT) else v.to(torch.bfloat16)) for k, v in raw.items()}
         self.w = {k: v.double().numpy() for k, v in raw.items()}
         self.sliding, self.dense = layer_kinds(self.tc)
 
@@ -414,7 +430,7 @@ class SpecModel:
 
 
 def check_spec(model_dir, prompt, ids, hf_logits, dtype_name):
-    spec = SpecModel(model_dir)
+    spec = SpecModel(model_dir, round_weights_to=dtype_name if dtype_name != "float32" else None)
     seq = list(prompt) + list(ids[:-1])
     full = spec.forward(seq)                                   # [len(seq), V]
     rows = full[len(prompt) - 1:]                              # row i chose ids[i]
