@@ -84,9 +84,11 @@ class WeightBinder {
 
   // Binds `prefix`.weight (+ .scales/.biases or NVFP4 sidecars) as `count` matrices [rows, cols]
   // (count == 0: an unstacked 2-D tensor).
-  std::vector<WeightMatrix> matrices(const std::string& prefix, int64_t count, int64_t rows, int64_t cols);
-  WeightMatrix matrix(const std::string& prefix, int64_t rows, int64_t cols) {
-    return matrices(prefix, 0, rows, cols)[0];
+  // The router is the one matrix whose canonical name ("mlp.gate_weight") has no ".weight".
+  std::vector<WeightMatrix> matrices(const std::string& prefix, int64_t count, int64_t rows, int64_t cols,
+                                     const std::string& weight_suffix = ".weight");
+  WeightMatrix matrix(const std::string& prefix, int64_t rows, int64_t cols, const std::string& weight_suffix = ".weight") {
+    return matrices(prefix, 0, rows, cols, weight_suffix)[0];
   }
   GatedExpert gated(const std::string& prefix, int64_t width, int64_t hidden) {
     return {matrix(prefix + "gate_proj", width, hidden), matrix(prefix + "up_proj", width, hidden),
@@ -96,7 +98,7 @@ class WeightBinder {
     auto gate = matrices(prefix + "gate_proj", count, width, hidden);
     auto up = matrices(prefix + "up_proj", count, width, hidden);
     auto down = matrices(prefix + "down_proj", count, hidden, width);
-    std::vector<GatedExpert> experts(size_t(count));
+    std::vector<GatedExpert> experts(static_cast<size_t>(count));
     for (size_t e = 0; e < experts.size(); ++e) experts[e] = {gate[e], up[e], down[e]};
     return experts;
   }
@@ -107,8 +109,8 @@ class WeightBinder {
 };
 
 std::vector<WeightMatrix> WeightBinder::matrices(const std::string& prefix, int64_t count, int64_t rows,
-                                                 int64_t cols) {
-  Source src = require(prefix + ".weight");
+                                                 int64_t cols, const std::string& weight_suffix) {
+  Source src = require(prefix + weight_suffix);
   const TensorView& w = src.view;
   bool stacked = count > 0;
   int64_t n = stacked ? count : 1;
@@ -279,7 +281,7 @@ void WeightBinder::bind_all() {
       m.global_scale = scalar(p + "mlp.global_scale");
     } else {
       int64_t routed = c.n_routed_experts, shared = c.n_shared_experts;
-      m.router = matrix(p + "mlp.gate_weight", routed + shared, h);
+      m.router = matrix(p + "mlp.gate_weight", routed + shared, h, "");
       VectorWeight bias = vector(p + "mlp.e_score_correction_bias", routed);
       m.correction_bias.resize(size_t(routed));
       for (int64_t e = 0; e < routed; ++e) m.correction_bias[size_t(e)] = bias.at_f32(size_t(e));

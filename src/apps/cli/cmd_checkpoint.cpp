@@ -1,0 +1,106 @@
+// synth, inspect, quantize.
+#include <cstdio>
+#include <iostream>
+
+#include "apps/cli/commands.h"
+#include "model/inspect.h"
+#include "model/quantize.h"
+#include "model/synth.h"
+
+namespace inkling::cli {
+
+Runner add_synth(CLI::App& app) {
+  struct Args {
+    std::string out, layout = "original-bf16", preset = "tiny";
+    uint64_t seed = 0;
+  };
+  auto args = std::make_shared<Args>();
+  app.add_option("OUT", args->out, "output directory")->required();
+  app.add_option("--layout", args->layout, "original-f32 | original-bf16 | nvfp4 | mlx-4bit | mlx-8bit")
+      ->capture_default_str();
+  app.add_option("--preset", args->preset, "tiny | small | bench")->capture_default_str();
+  app.add_option("--seed", args->seed, "random seed (same seed, same bytes)")->capture_default_str();
+  return [args] {
+    SynthOptions options;
+    options.format = parse_target_format(args->layout);
+    options.preset = parse_synth_preset(args->preset);
+    options.seed = args->seed;
+    Progress progress("synth " + args->preset + " " + args->layout);
+    options.progress = std::ref(progress);
+    write_synthetic_checkpoint(args->out, options);
+    progress.finish();
+    std::fprintf(stderr, "wrote %s\n", args->out.c_str());
+    return 0;
+  };
+}
+
+Runner add_inspect(CLI::App& app) {
+  struct Args {
+    std::string model;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  app.add_option("-m,--model", args->model, "checkpoint directory")->required();
+  app.add_flag("--json", args->json, "print JSON instead of a table");
+  return [args] {
+    auto ckpt = Checkpoint::open(args->model);
+    nlohmann::ordered_json info = describe_checkpoint(*ckpt);
+    if (args->json) {
+      std::cout << info.dump(2) << "\n";
+      return 0;
+    }
+    const auto& c = info["config"];
+    std::printf("checkpoint   %s\n", info["path"].get<std::string>().c_str());
+    std::printf("layout       %s (quantization: %s)\n", info["layout"].get<std::string>().c_str(),
+                info["quantization"].dump().c_str());
+    std::printf("model        %s, hidden %d, %d layers, vocab %d (%d used)\n",
+                info["model_type"].get<std::string>().c_str(), c["hidden_size"].get<int>(),
+                c["num_layers"].get<int>(), c["vocab_size"].get<int>(), c["unpadded_vocab_size"].get<int>());
+    std::printf("experts      %d routed (%d active) + %d shared, width %d; dense width %d\n",
+                c["n_routed_experts"].get<int>(), c["experts_per_token"].get<int>(),
+                c["n_shared_experts"].get<int>(), c["moe_width"].get<int>(), c["dense_width"].get<int>());
+    std::printf("parameters   %.3f B total, %.3f B active per token\n",
+                double(info["parameters"]["total"].get<int64_t>()) / 1e9,
+                double(info["parameters"]["active_per_token"].get<int64_t>()) / 1e9);
+    std::printf("\n%5s  %-8s %-6s %5s %4s %4s %7s %7s  %-10s %-10s\n", "layer", "attn", "mlp", "heads", "kv",
+                "dim", "window", "extent", "attn fmt", "mlp fmt");
+    for (const auto& layer : info["layers"])
+      std::printf("%5d  %-8s %-6s %5d %4d %4d %7d %7d  %-10s %-10s\n", layer["index"].get<int>(),
+                  layer["attention"].get<std::string>().c_str(), layer["mlp"].get<std::string>().c_str(),
+                  layer["heads"].get<int>(), layer["kv_heads"].get<int>(), layer["head_dim"].get<int>(),
+                  layer["window"].get<int>(), layer["rel_extent"].get<int>(),
+                  layer["attention_format"].get<std::string>().c_str(), layer["mlp_format"].get<std::string>().c_str());
+    std::printf("\nbytes per dtype:");
+    for (const auto& [dtype, bytes] : info["bytes_per_dtype"].items())
+      std::printf("  %s %.1f MB", dtype.c_str(), double(bytes.get<uint64_t>()) / 1e6);
+    std::printf("\nformats per tensor family:\n");
+    for (const auto& [family, formats] : info["formats_per_family"].items())
+      std::printf("  %-16s %s\n", family.c_str(), formats.dump().c_str());
+    std::printf("skipped tensors: %zu (vision / audio / mtp / calibration)\n", info["skipped_tensors"].size());
+    for (const auto& warning : info["warnings"]) std::printf("warning: %s\n", warning.get<std::string>().c_str());
+    return 0;
+  };
+}
+
+Runner add_quantize(CLI::App& app) {
+  struct Args {
+    std::string model, out, to;
+  };
+  auto args = std::make_shared<Args>();
+  app.add_option("-m,--model", args->model, "original f32 / bf16 checkpoint directory")->required();
+  app.add_option("-o,--out", args->out, "output directory")->required();
+  app.add_option("--to", args->to, "mlx-4bit | mlx-8bit | nvfp4")->required();
+  return [args] {
+    TargetFormat target = parse_target_format(args->to);
+    Progress progress("quantize to " + args->to);
+    QuantizeReport report = quantize_checkpoint(args->model, args->out, target, std::ref(progress));
+    progress.finish();
+    std::printf("wrote %s: %.1f MB -> %.1f MB\n", args->out.c_str(), double(report.input_bytes) / 1e6,
+                double(report.output_bytes) / 1e6);
+    std::printf("relative RMS weight error per family (output vs input):\n");
+    for (const auto& [family, error] : report.relative_error) std::printf("  %-16s %.5f\n", family.c_str(), error);
+    return 0;
+  };
+}
+
+}  // namespace inkling::cli

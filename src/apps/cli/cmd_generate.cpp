@@ -1,0 +1,174 @@
+// inkling generate: prompt (text or ids) -> tokens, streamed.
+#include <omp.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "apps/cli/commands.h"
+#include "model/synth.h"
+#include "runtime/generate/generator.h"
+#include "runtime/tokenizer/tokenizer.h"
+#include "tensor/error.h"
+
+namespace inkling::cli {
+
+namespace {
+
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    size_t used = 0;
+    long long value = 0;
+    try {
+      value = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || item.find_first_not_of(" \t", used) != std::string::npos || value < INT32_MIN || value > INT32_MAX)
+      throw Error("--prompt-ids: \"" + item + "\" is not an integer token id");
+    ids.push_back(int32_t(value));
+  }
+  if (ids.empty()) throw Error("--prompt-ids is empty");
+  return ids;
+}
+
+// Writes a float32 .npy of shape [rows, cols].
+void write_npy(const std::string& path, const std::vector<float>& data, int64_t rows, int64_t cols) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(rows) + ", " +
+                       std::to_string(cols) + "), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write("\x93NUMPY\x01\x00", 8);
+  uint16_t length = uint16_t(header.size());
+  out.write(reinterpret_cast<const char*>(&length), 2);
+  out.write(header.data(), std::streamsize(header.size()));
+  out.write(reinterpret_cast<const char*>(data.data()), std::streamsize(data.size() * 4));
+  if (!out) throw Error("cannot write " + path);
+}
+
+}  // namespace
+
+Runner add_generate(CLI::App& app) {
+  struct Args {
+    std::string model, prompt, prompt_ids, kv_dtype = "bf16", logits_out;
+    int n = 128, threads = 0, top_k = 0;
+    int64_t ctx = 4096;
+    float temp = 0.0f, top_p = 1.0f, min_p = 0.0f, repeat_penalty = 1.0f, presence_penalty = 0.0f,
+          frequency_penalty = 0.0f;
+    uint64_t seed = 0;
+    bool print_ids = false, no_special = false;
+  };
+  auto args = std::make_shared<Args>();
+  app.add_option("-m,--model", args->model, "checkpoint directory (default: a synthetic demo checkpoint)");
+  auto* prompt = app.add_option("-p,--prompt", args->prompt, "prompt text (raw: no chat template)");
+  auto* ids = app.add_option("--prompt-ids", args->prompt_ids, "prompt as comma-separated token ids (bypasses the tokenizer)");
+  prompt->excludes(ids);
+  app.add_option("-n,--max-tokens", args->n, "tokens to generate")->capture_default_str();
+  app.add_option("--temp", args->temp, "temperature (0 = greedy)")->capture_default_str();
+  app.add_option("--top-k", args->top_k, "keep the k most likely tokens (0 = off)")->capture_default_str();
+  app.add_option("--top-p", args->top_p, "nucleus sampling mass (1 = off)")->capture_default_str();
+  app.add_option("--min-p", args->min_p, "drop tokens below min-p x the top probability (0 = off)")->capture_default_str();
+  app.add_option("--repeat-penalty", args->repeat_penalty, "repetition penalty (1 = off)")->capture_default_str();
+  app.add_option("--presence-penalty", args->presence_penalty, "presence penalty")->capture_default_str();
+  app.add_option("--frequency-penalty", args->frequency_penalty, "frequency penalty")->capture_default_str();
+  app.add_option("--seed", args->seed, "sampling seed")->capture_default_str();
+  app.add_option("-t,--threads", args->threads, "threads (0 = all cores)")->capture_default_str();
+  app.add_option("--kv-dtype", args->kv_dtype, "KV cache dtype: f32 | bf16")->capture_default_str();
+  app.add_option("--ctx", args->ctx, "context limit in tokens (prompt + generation)")->capture_default_str();
+  app.add_flag("--print-ids", args->print_ids, "print the generated ids as one comma-separated line, last on stdout");
+  app.add_flag("--no-special", args->no_special, "treat special-token strings in -p as plain text");
+  app.add_option("--logits-out", args->logits_out,
+                 "write float32 .npy [n_generated, vocab]: row i = the logits that chose generated token i");
+  return [args] {
+    if (args->threads < 0) throw Error("--threads must be >= 0");
+    if (args->threads > 0) omp_set_num_threads(args->threads);
+    if (args->kv_dtype != "f32" && args->kv_dtype != "bf16")
+      throw Error("--kv-dtype must be f32 or bf16, got \"" + args->kv_dtype + "\"");
+    if (args->n <= 0) throw Error("-n must be positive, got " + std::to_string(args->n));
+    std::string model_dir = args->model;
+    if (model_dir.empty()) {
+      model_dir = demo_checkpoint_dir();
+      if (!std::filesystem::exists(model_dir + "/config.json")) {
+        std::fprintf(stderr, "no -m given: writing the synthetic demo checkpoint (tiny, bf16) to %s\n", model_dir.c_str());
+        SynthOptions options;
+        options.format = parse_target_format("original-bf16");
+        options.preset = SynthPreset::Tiny;
+        Progress progress("synth tiny");
+        options.progress = std::ref(progress);
+        write_synthetic_checkpoint(model_dir, options);
+        progress.finish();
+      }
+      if (args->prompt.empty() && args->prompt_ids.empty()) args->prompt = "The quick brown fox";
+      std::fprintf(stderr, "demo model: random weights, so the text is noise; pass -m DIR for a real checkpoint\n");
+    }
+    if (args->prompt.empty() && args->prompt_ids.empty()) throw Error("give a prompt with -p TEXT or --prompt-ids 1,2,3");
+
+    std::fprintf(stderr, "loading %s ...\n", model_dir.c_str());
+    auto checkpoint = Checkpoint::open(model_dir);
+    std::optional<Tokenizer> tokenizer;
+    if (std::filesystem::exists(model_dir + "/tokenizer.json")) tokenizer = Tokenizer::from_dir(model_dir);
+    std::vector<int32_t> prompt;
+    if (!args->prompt_ids.empty()) {
+      prompt = parse_ids(args->prompt_ids);
+    } else {
+      if (!tokenizer) throw Error(model_dir + " has no tokenizer.json; use --prompt-ids");
+      prompt = tokenizer->encode(args->prompt, !args->no_special);
+      if (prompt.empty()) throw Error("the prompt encodes to no tokens");
+    }
+    RunOptions run;
+    run.kv_dtype = args->kv_dtype == "f32" ? DType::F32 : DType::BF16;
+    run.context = args->ctx;
+    InklingModel model(*checkpoint, run);
+    SequenceState state = model.new_sequence();
+    GenerateOptions options;
+    options.max_tokens = args->n;
+    options.sampling.temperature = args->temp;
+    options.sampling.top_k = args->top_k;
+    options.sampling.top_p = args->top_p;
+    options.sampling.min_p = args->min_p;
+    options.sampling.repetition_penalty = args->repeat_penalty;
+    options.sampling.presence_penalty = args->presence_penalty;
+    options.sampling.frequency_penalty = args->frequency_penalty;
+    options.sampling.seed = args->seed;
+    options.sampling.validate();
+    options.stop_ids = {checkpoint->config().eos_token_id};
+
+    std::vector<float> all_logits;
+    std::optional<IncrementalDecoder> decoder;
+    bool stream_text = tokenizer && !args->print_ids;
+    if (stream_text) {
+      decoder.emplace(*tokenizer, /*skip_special=*/true);
+      if (!args->prompt.empty()) std::fputs(args->prompt.c_str(), stdout);
+    }
+    TokenCallback on_token = [&](int32_t token, std::span<const float> logits) {
+      if (!args->logits_out.empty()) all_logits.insert(all_logits.end(), logits.begin(), logits.end());
+      if (decoder && token != checkpoint->config().eos_token_id) {
+        std::fputs(decoder->push(token).c_str(), stdout);
+        std::fflush(stdout);
+      }
+      return true;
+    };
+    GenerateResult result = generate(model, state, prompt, options, on_token);
+    if (decoder) std::printf("%s\n", decoder->flush().c_str());
+    if (!args->logits_out.empty())
+      write_npy(args->logits_out, all_logits, int64_t(result.tokens.size()), model.vocab());
+    std::fprintf(stderr, "prompt: %lld tokens, %.2f s, %.1f tok/s | generated: %zu tokens, %.2f tok/s | stop: %s\n",
+                 (long long)result.prompt_tokens, result.prompt_seconds,
+                 double(result.prompt_tokens) / std::max(result.prompt_seconds, 1e-9), result.tokens.size(),
+                 result.tokens.size() > 1 ? double(result.tokens.size() - 1) / std::max(result.generate_seconds, 1e-9) : 0.0,
+                 result.stop_reason.c_str());
+    if (args->print_ids) {
+      std::string line;
+      for (size_t i = 0; i < result.tokens.size(); ++i) line += (i ? "," : "") + std::to_string(result.tokens[i]);
+      std::printf("%s\n", line.c_str());
+    }
+    return 0;
+  };
+}
+
+}  // namespace inkling::cli

@@ -1,0 +1,413 @@
+#include "model/forward.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "kernels/linear.h"
+#include "tensor/error.h"
+
+namespace inkling {
+
+void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* out) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += x[i] * x[i];
+  float inv = 1.0f / std::sqrt(sum / float(n) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv * weight[i];
+}
+
+std::vector<float> to_f32(const TensorView& view) {
+  std::vector<float> out(size_t(view.numel()));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = view.at_f32(i);
+  return out;
+}
+
+namespace {
+
+inline float silu(float v) { return v / (1.0f + std::exp(-v)); }
+
+// Numerically stable log(sigmoid(x)) = -log(1 + exp(-x)).
+inline double log_sigmoid(double x) { return x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x)); }
+
+inline void store_kv(uint8_t* dst, const float* src, int64_t n, DType dtype) {
+  if (dtype == DType::F32) {
+    std::memcpy(dst, src, size_t(n) * 4);
+  } else {
+    auto* out = reinterpret_cast<uint16_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(src[i]);
+  }
+}
+
+inline float dot_kv(const float* q, const uint8_t* row, int64_t d, DType dtype) {
+  float sum = 0.0f;
+  if (dtype == DType::F32) {
+    const auto* k = reinterpret_cast<const float*>(row);
+    for (int64_t i = 0; i < d; ++i) sum += q[i] * k[i];
+  } else {
+    const auto* k = reinterpret_cast<const uint16_t*>(row);
+    for (int64_t i = 0; i < d; ++i) sum += q[i] * bf16_to_f32(k[i]);
+  }
+  return sum;
+}
+
+inline void axpy_kv(float a, const uint8_t* row, int64_t d, DType dtype, float* out) {
+  if (dtype == DType::F32) {
+    const auto* v = reinterpret_cast<const float*>(row);
+    for (int64_t i = 0; i < d; ++i) out[i] += a * v[i];
+  } else {
+    const auto* v = reinterpret_cast<const uint16_t*>(row);
+    for (int64_t i = 0; i < d; ++i) out[i] += a * bf16_to_f32(v[i]);
+  }
+}
+
+}  // namespace
+
+InklingModel::InklingModel(const Checkpoint& checkpoint, RunOptions options)
+    : checkpoint_(checkpoint), weights_(checkpoint.weights()), config_(checkpoint.text()), options_(options) {
+  if (options_.kv_dtype != DType::F32 && options_.kv_dtype != DType::BF16)
+    throw Error("KV cache dtype must be f32 or bf16");
+  if (options_.context <= 0) throw Error("context length must be positive");
+  if (options_.max_chunk <= 0) throw Error("prefill chunk must be positive");
+  options_.context = std::min<int64_t>(options_.context, config_.max_position);
+  options_.max_chunk = std::min(options_.max_chunk, options_.context);
+  vocab_ = config_.unpadded_vocab_size;
+  const TextConfig& c = config_;
+  if (c.use_embed_norm) embed_norm_ = to_f32(weights_.embed_norm);
+  final_norm_ = to_f32(weights_.norm);
+  int64_t max_q = 0, max_kv = 0, max_r = 0;
+  vectors_.resize(weights_.layers.size());
+  for (size_t i = 0; i < weights_.layers.size(); ++i) {
+    const LayerWeights& lw = weights_.layers[i];
+    LayerVectors& lv = vectors_[i];
+    lv.attn_norm = to_f32(lw.attn_norm);
+    lv.mlp_norm = to_f32(lw.mlp_norm);
+    lv.attn_conv = to_f32(lw.attn_conv);
+    lv.mlp_conv = to_f32(lw.mlp_conv);
+    lv.q_norm = to_f32(lw.attn.q_norm);
+    lv.k_norm = to_f32(lw.attn.k_norm);
+    lv.k_conv = to_f32(lw.attn.k_conv);
+    lv.v_conv = to_f32(lw.attn.v_conv);
+    std::vector<float> rel = to_f32(lw.attn.rel_proj);  // [d_rel, R]
+    int64_t extent = lw.spec.rel_extent;
+    lv.rel_proj_t.resize(rel.size());
+    for (int64_t d = 0; d < c.d_rel; ++d)
+      for (int64_t j = 0; j < extent; ++j) lv.rel_proj_t[size_t(j * c.d_rel + d)] = rel[size_t(d * extent + j)];
+    max_q = std::max<int64_t>(max_q, int64_t(lw.spec.n_heads) * lw.spec.head_dim);
+    max_kv = std::max<int64_t>(max_kv, int64_t(lw.spec.n_kv_heads) * lw.spec.head_dim);
+    max_r = std::max<int64_t>(max_r, int64_t(lw.spec.n_heads) * c.d_rel);
+  }
+  int64_t n = options_.max_chunk, h = c.hidden_size;
+  int64_t width = std::max(c.dense_width, c.moe_width);
+  x_.resize(size_t(n * h));
+  h_.resize(size_t(n * h));
+  a_.resize(size_t(n * h));
+  m_.resize(size_t(n * h));
+  tmp_.resize(size_t(n * std::max(h, max_q)));
+  q_.resize(size_t(n * max_q));
+  k_.resize(size_t(n * max_kv));
+  v_.resize(size_t(n * max_kv));
+  r_.resize(size_t(n * max_r));
+  attn_out_.resize(size_t(n * max_q));
+  router_logits_.resize(size_t(n * (c.n_routed_experts + c.n_shared_experts)));
+  expert_in_.resize(size_t(n * h));
+  expert_act_.resize(size_t(n * width));
+  expert_out_.resize(size_t(n * h));
+}
+
+SequenceState InklingModel::new_sequence() const {
+  SequenceState state;
+  state.context_limit = options_.context;
+  state.layers.resize(weights_.layers.size());
+  for (size_t i = 0; i < weights_.layers.size(); ++i) {
+    const LayerSpec& s = weights_.layers[i].spec;
+    LayerState& ls = state.layers[i];
+    KvCache& kv = ls.kv;
+    kv.dtype = options_.kv_dtype;
+    kv.row_elems = int64_t(s.n_kv_heads) * s.head_dim;
+    // A ring only pays off when the window is shorter than the context.
+    kv.ring = s.sliding && config_.sliding_window - 1 + options_.max_chunk < options_.context;
+    kv.capacity = kv.ring ? config_.sliding_window - 1 + options_.max_chunk : options_.context;
+    size_t bytes = size_t(kv.capacity * kv.row_elems) * dtype_size(kv.dtype);
+    kv.keys.assign(bytes, 0);
+    kv.values.assign(bytes, 0);
+    int64_t k = config_.conv_kernel - 1;
+    ls.conv[0].assign(size_t(k * kv.row_elems), 0.0f);
+    ls.conv[1].assign(size_t(k * kv.row_elems), 0.0f);
+    ls.conv[2].assign(size_t(k * config_.hidden_size), 0.0f);
+    ls.conv[3].assign(size_t(k * config_.hidden_size), 0.0f);
+  }
+  return state;
+}
+
+void InklingModel::check_tokens(const SequenceState& state, std::span<const int32_t> tokens) const {
+  if (tokens.empty()) throw Error("no tokens to process (empty prompt)");
+  for (int32_t id : tokens)
+    if (id < 0 || id >= vocab_)
+      throw Error("token id " + std::to_string(id) + " is out of range for this model (vocabulary 0.." +
+                  std::to_string(vocab_ - 1) + ")");
+  if (state.position + int64_t(tokens.size()) > state.context_limit)
+    throw Error("context limit exceeded: " + std::to_string(state.position) + " tokens held + " +
+                std::to_string(tokens.size()) + " new > " + std::to_string(state.context_limit) +
+                " (raise it with --ctx)");
+  if (state.layers.size() != weights_.layers.size()) throw Error("sequence state belongs to another model");
+}
+
+void InklingModel::prefill(SequenceState& state, std::span<const int32_t> tokens, float* last_logits) {
+  check_tokens(state, tokens);
+  int64_t total = int64_t(tokens.size());
+  for (int64_t start = 0; start < total; start += options_.max_chunk) {
+    int64_t n = std::min(options_.max_chunk, total - start);
+    bool last = start + n == total;
+    forward_chunk(state, tokens.data() + start, n, last ? last_logits : nullptr, false);
+    if (on_prefill_progress) on_prefill_progress(start + n, total);
+  }
+}
+
+void InklingModel::forward_all(SequenceState& state, std::span<const int32_t> tokens, std::vector<float>& logits) {
+  check_tokens(state, tokens);
+  int64_t total = int64_t(tokens.size());
+  logits.resize(size_t(total * vocab_));
+  for (int64_t start = 0; start < total; start += options_.max_chunk) {
+    int64_t n = std::min(options_.max_chunk, total - start);
+    forward_chunk(state, tokens.data() + start, n, logits.data() + start * vocab_, true);
+  }
+}
+
+void InklingModel::short_conv(float* data, int64_t n, int64_t channels, const std::vector<float>& taps,
+                              std::vector<float>& conv_state, const float* residual, float* out) {
+  // y[t] = u[t] + sum_j w[j] * xp[t + j] with xp = [state (K-1 rows); u], all f32; then the
+  // state becomes the last K-1 rows of xp.
+  const int64_t k = config_.conv_kernel, history = k - 1;
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < channels; ++c) {
+    float window[16];
+    for (int64_t j = 0; j < history; ++j) window[j] = conv_state[size_t(j * channels + c)];
+    const float* w = taps.data() + c * k;
+    for (int64_t t = 0; t < n; ++t) {
+      float u = data[t * channels + c];
+      float y = u + w[history] * u;
+      for (int64_t j = 0; j < history; ++j) y += w[j] * window[j];
+      for (int64_t j = 0; j + 1 < history; ++j) window[j] = window[j + 1];
+      if (history > 0) window[history - 1] = u;
+      out[t * channels + c] = residual ? residual[t * channels + c] + y : y;
+    }
+    for (int64_t j = 0; j < history; ++j) conv_state[size_t(j * channels + c)] = window[j];
+  }
+}
+
+void InklingModel::forward_chunk(SequenceState& state, const int32_t* tokens, int64_t n, float* logits,
+                                 bool all_logits) {
+  const TextConfig& c = config_;
+  const int64_t h = c.hidden_size;
+  for (int64_t t = 0; t < n; ++t) {
+    dequantize_row(weights_.embed, tokens[t], x_.data() + t * h);
+    if (c.use_embed_norm) rms_norm(x_.data() + t * h, embed_norm_.data(), h, c.rms_norm_eps, x_.data() + t * h);
+  }
+  for (size_t layer = 0; layer < weights_.layers.size(); ++layer) {
+    const LayerVectors& lv = vectors_[layer];
+    LayerState& ls = state.layers[layer];
+    for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * h, lv.attn_norm.data(), h, c.rms_norm_eps, h_.data() + t * h);
+    attention(int(layer), state, n);  // reads h_, writes a_
+    short_conv(a_.data(), n, h, lv.attn_conv, ls.conv[2], x_.data(), x_.data());
+    for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * h, lv.mlp_norm.data(), h, c.rms_norm_eps, h_.data() + t * h);
+    mlp(int(layer), n);  // reads h_, writes m_
+    short_conv(m_.data(), n, h, lv.mlp_conv, ls.conv[3], x_.data(), x_.data());
+  }
+  for (int32_t i = 0; i < n; ++i) state.tokens.push_back(tokens[i]);
+  state.position += n;
+  if (!logits) return;
+  WeightMatrix head = weights_.lm_head;
+  head.rows = vocab_;  // the padded rows are never produced
+  float inv_mup = 1.0f / c.mup_width_multiplier;
+  int64_t first = all_logits ? 0 : n - 1;
+  int64_t count = n - first;
+  for (int64_t t = first; t < n; ++t) {
+    float* out = h_.data() + (t - first) * h;
+    rms_norm(x_.data() + t * h, final_norm_.data(), h, c.rms_norm_eps, out);
+    for (int64_t i = 0; i < h; ++i) out[i] *= inv_mup;
+  }
+  if (count == 1) kernels::matvec(head, h_.data(), logits);
+  else kernels::matmul(head, h_.data(), count, logits);
+}
+
+void InklingModel::attention(int layer, SequenceState& state, int64_t n) {
+  const TextConfig& c = config_;
+  const LayerWeights& lw = weights_.layers[size_t(layer)];
+  const LayerVectors& lv = vectors_[size_t(layer)];
+  const LayerSpec& s = lw.spec;
+  LayerState& ls = state.layers[size_t(layer)];
+  const int64_t d = s.head_dim, nh = s.n_heads, nkv = s.n_kv_heads, dr = c.d_rel, extent = s.rel_extent;
+  const int64_t qd = nh * d, kvd = nkv * d, h = c.hidden_size;
+  const int64_t pos0 = state.position;
+  kernels::matmul(lw.attn.q, h_.data(), n, q_.data());
+  kernels::matmul(lw.attn.k, h_.data(), n, k_.data());
+  kernels::matmul(lw.attn.v, h_.data(), n, v_.data());
+  kernels::matmul(lw.attn.r, h_.data(), n, r_.data());
+  short_conv(k_.data(), n, kvd, lv.k_conv, ls.conv[0], nullptr, k_.data());
+  short_conv(v_.data(), n, kvd, lv.v_conv, ls.conv[1], nullptr, v_.data());
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t g = 0; g < nkv; ++g) {
+      float* kh = k_.data() + t * kvd + g * d;
+      rms_norm(kh, lv.k_norm.data(), d, c.rms_norm_eps, kh);
+    }
+    for (int64_t hd = 0; hd < nh; ++hd) {
+      float* qh = q_.data() + t * qd + hd * d;
+      rms_norm(qh, lv.q_norm.data(), d, c.rms_norm_eps, qh);
+    }
+    store_kv(ls.kv.key_row(pos0 + t), k_.data() + t * kvd, kvd, ls.kv.dtype);
+    store_kv(ls.kv.value_row(pos0 + t), v_.data() + t * kvd, kvd, ls.kv.dtype);
+  }
+  const bool global_tau = !s.sliding && c.log_scaling_n_floor.has_value();
+  const float inv_d = 1.0f / float(d);
+  const int64_t group = nh / nkv;
+  const size_t elem = dtype_size(ls.kv.dtype);
+  const KvCache& kv = ls.kv;
+#pragma omp parallel
+  {
+    std::vector<float> scores(size_t(pos0 + n));
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t item = 0; item < n * nh; ++item) {
+      const int64_t t = item / nh, head = item % nh, kv_head = head / group;
+      const int64_t p = pos0 + t;
+      const int64_t lo = s.sliding ? std::max<int64_t>(0, p - c.sliding_window + 1) : 0;
+      float tau = 1.0f;
+      if (global_tau)
+        tau = 1.0f + c.log_scaling_alpha *
+                         std::log(std::max(float(p + 1) / float(*c.log_scaling_n_floor), 1.0f));
+      const float* q = q_.data() + t * qd + head * d;
+      const float* r = r_.data() + t * nh * dr + head * dr;
+      float best = -INFINITY;
+      for (int64_t j = lo; j <= p; ++j) {
+        int64_t dist = p - j;
+        float bias = 0.0f;
+        if (dist < extent) {
+          const float* pt = lv.rel_proj_t.data() + dist * dr;
+          for (int64_t e = 0; e < dr; ++e) bias += r[e] * pt[e];
+        }
+        float score = tau * (dot_kv(q, kv.key_row(j) + kv_head * d * elem, d, kv.dtype) * inv_d + bias);
+        scores[size_t(j - lo)] = score;
+        best = std::max(best, score);
+      }
+      float total = 0.0f;
+      for (int64_t j = lo; j <= p; ++j) {
+        float e = std::exp(scores[size_t(j - lo)] - best);
+        scores[size_t(j - lo)] = e;
+        total += e;
+      }
+      float* out = attn_out_.data() + t * qd + head * d;
+      std::fill(out, out + d, 0.0f);
+      float inv_total = 1.0f / total;
+      for (int64_t j = lo; j <= p; ++j)
+        axpy_kv(scores[size_t(j - lo)] * inv_total, kv.value_row(j) + kv_head * d * elem, d, kv.dtype, out);
+    }
+  }
+  (void)h;
+  kernels::matmul(lw.attn.o, attn_out_.data(), n, a_.data());
+}
+
+void InklingModel::mlp(int layer, int64_t n) {
+  const TextConfig& c = config_;
+  const MlpWeights& mw = weights_.layers[size_t(layer)].mlp;
+  const int64_t h = c.hidden_size;
+  if (mw.dense) {
+    kernels::swiglu_matmul(mw.dense_mlp.gate, mw.dense_mlp.up, h_.data(), n, expert_act_.data());
+    kernels::matmul(mw.dense_mlp.down, expert_act_.data(), n, m_.data());
+    for (int64_t i = 0; i < n * h; ++i) m_[size_t(i)] *= mw.global_scale;
+    return;
+  }
+  const int64_t routed = c.n_routed_experts, shared = c.n_shared_experts, top_k = c.experts_per_token;
+  const int64_t width = c.moe_width, total = routed + shared;
+  kernels::matmul(mw.router, h_.data(), n, router_logits_.data());
+  // Per token: selection by sigmoid + correction bias; weights = softmax of logsigmoid over the
+  // k routed + shared raw logits, times route_scale x global_scale.
+  std::vector<int32_t> chosen(static_cast<size_t>(n * top_k));
+  std::vector<float> weight(static_cast<size_t>(n * (top_k + shared)));
+  std::vector<int32_t> order(static_cast<size_t>(routed));
+  std::vector<float> score(static_cast<size_t>(routed));
+  for (int64_t t = 0; t < n; ++t) {
+    const float* logit = router_logits_.data() + t * total;
+    for (int64_t e = 0; e < routed; ++e) score[size_t(e)] = 1.0f / (1.0f + std::exp(-logit[e])) + mw.correction_bias[size_t(e)];
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + top_k, order.end(), [&](int32_t a, int32_t b) {
+      return score[size_t(a)] > score[size_t(b)] || (score[size_t(a)] == score[size_t(b)] && a < b);
+    });
+    double lp[64];
+    double max_lp = -INFINITY;
+    for (int64_t i = 0; i < top_k + shared; ++i) {
+      double l = i < top_k ? logit[order[size_t(i)]] : logit[routed + (i - top_k)];
+      lp[i] = log_sigmoid(l);
+      max_lp = std::max(max_lp, lp[i]);
+    }
+    double sum = 0.0;
+    for (int64_t i = 0; i < top_k + shared; ++i) sum += std::exp(lp[i] - max_lp);
+    for (int64_t i = 0; i < top_k + shared; ++i) {
+      weight[size_t(t * (top_k + shared) + i)] =
+          float(std::exp(lp[i] - max_lp) / sum * c.route_scale * mw.global_scale);
+      if (i < top_k) chosen[size_t(t * top_k + i)] = order[size_t(i)];
+    }
+  }
+  std::fill(m_.begin(), m_.begin() + n * h, 0.0f);
+  // Routed experts: gather each expert's tokens so its weights are read once per chunk.
+  std::vector<int64_t> rows;
+  std::vector<float> row_weight;
+  for (int64_t e = 0; e < routed; ++e) {
+    rows.clear();
+    row_weight.clear();
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t i = 0; i < top_k; ++i)
+        if (chosen[size_t(t * top_k + i)] == e) {
+          rows.push_back(t);
+          row_weight.push_back(weight[size_t(t * (top_k + shared) + i)]);
+        }
+    if (rows.empty()) continue;
+    int64_t count = int64_t(rows.size());
+    for (int64_t i = 0; i < count; ++i)
+      std::memcpy(expert_in_.data() + i * h, h_.data() + rows[size_t(i)] * h, size_t(h) * 4);
+    const GatedExpert& expert = mw.experts[size_t(e)];
+    kernels::swiglu_matmul(expert.gate, expert.up, expert_in_.data(), count, expert_act_.data());
+    kernels::matmul(expert.down, expert_act_.data(), count, expert_out_.data());
+    for (int64_t i = 0; i < count; ++i) {
+      float w = row_weight[size_t(i)];
+      float* dst = m_.data() + rows[size_t(i)] * h;
+      const float* src = expert_out_.data() + i * h;
+      for (int64_t j = 0; j < h; ++j) dst[j] += w * src[j];
+    }
+  }
+  // Shared experts: gammas multiply silu(gate) * up before the down projection.
+  for (int64_t sh = 0; sh < shared; ++sh) {
+    const GatedExpert& expert = mw.shared[size_t(sh)];
+    kernels::swiglu_matmul(expert.gate, expert.up, h_.data(), n, expert_act_.data());
+    for (int64_t t = 0; t < n; ++t) {
+      float w = weight[size_t(t * (top_k + shared) + top_k + sh)];
+      float* act = expert_act_.data() + t * width;
+      for (int64_t j = 0; j < width; ++j) act[j] *= w;
+    }
+    kernels::matmul(expert.down, expert_act_.data(), n, expert_out_.data());
+    for (int64_t i = 0; i < n * h; ++i) m_[size_t(i)] += expert_out_[size_t(i)];
+  }
+}
+
+int64_t InklingModel::active_weight_bytes() const {
+  int64_t bytes = weights_.embed.row_stride;  // one embedding row
+  WeightMatrix head = weights_.lm_head;
+  head.rows = vocab_;
+  bytes += head.bytes_read();
+  for (const LayerWeights& lw : weights_.layers) {
+    for (const WeightMatrix* m : {&lw.attn.q, &lw.attn.k, &lw.attn.v, &lw.attn.r, &lw.attn.o}) bytes += m->bytes_read();
+    const MlpWeights& mw = lw.mlp;
+    auto expert_bytes = [](const GatedExpert& e) { return e.gate.bytes_read() + e.up.bytes_read() + e.down.bytes_read(); };
+    if (mw.dense) {
+      bytes += expert_bytes(mw.dense_mlp);
+    } else {
+      bytes += mw.router.bytes_read();
+      if (!mw.experts.empty()) bytes += config_.experts_per_token * expert_bytes(mw.experts[0]);
+      for (const GatedExpert& e : mw.shared) bytes += expert_bytes(e);
+    }
+  }
+  return bytes;
+}
+
+}  // namespace inkling

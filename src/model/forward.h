@@ -1,0 +1,72 @@
+// The production forward pass: threaded, preallocated, weights read in their stored format.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "model/state.h"
+#include "model/weights.h"
+
+namespace inkling {
+
+struct RunOptions {
+  DType kv_dtype = DType::BF16;  // F32 or BF16
+  int64_t context = 4096;        // longest sequence (prompt + generation) a state can hold
+  int64_t max_chunk = 256;       // prefill chunk (tokens per forward call)
+};
+
+class InklingModel {
+ public:
+  InklingModel(const Checkpoint& checkpoint, RunOptions options);
+
+  SequenceState new_sequence() const;
+  // Feeds `tokens` (chunked internally) and writes the logits of the last token
+  // ([unpadded_vocab]) into last_logits when it is non-null.
+  void prefill(SequenceState& state, std::span<const int32_t> tokens, float* last_logits);
+  // Feeds tokens and returns logits for every one of them ([tokens, unpadded_vocab]).
+  void forward_all(SequenceState& state, std::span<const int32_t> tokens, std::vector<float>& logits);
+
+  int64_t vocab() const { return vocab_; }
+  const TextConfig& config() const { return config_; }
+  const RunOptions& options() const { return options_; }
+  // Bytes of weights read per decoded token (active experts only).
+  int64_t active_weight_bytes() const;
+  // Progress during long prefills: called with (tokens done, total).
+  std::function<void(int64_t, int64_t)> on_prefill_progress;
+
+ private:
+  struct LayerCache;
+  void check_tokens(const SequenceState& state, std::span<const int32_t> tokens) const;
+  void forward_chunk(SequenceState& state, const int32_t* tokens, int64_t n, float* logits, bool all_logits);
+  void attention(int layer, SequenceState& state, int64_t n);
+  void mlp(int layer, int64_t n);
+  void short_conv(float* data, int64_t n, int64_t channels, const std::vector<float>& taps,
+                  std::vector<float>& conv_state, const float* residual, float* out);
+
+  const Checkpoint& checkpoint_;
+  const ModelWeights& weights_;
+  TextConfig config_;
+  RunOptions options_;
+  int64_t vocab_ = 0;
+
+  // f32 copies of the small per-layer vectors (norms, conv taps, transposed rel_proj).
+  struct LayerVectors {
+    std::vector<float> attn_norm, mlp_norm, attn_conv, mlp_conv, q_norm, k_norm, k_conv, v_conv;
+    std::vector<float> rel_proj_t;  // [R, d_rel]
+  };
+  std::vector<LayerVectors> vectors_;
+  std::vector<float> embed_norm_, final_norm_;
+
+  // Scratch, sized for max_chunk tokens at construction.
+  std::vector<float> x_, h_, q_, k_, v_, r_, attn_out_, a_, m_, tmp_, router_logits_;
+  std::vector<float> expert_in_, expert_act_, expert_out_;
+};
+
+// RMSNorm over `n` values: x * rsqrt(mean(x^2) + eps) * weight (f32 math, no +1 offset).
+void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* out);
+
+// Reads a small parameter vector of any float dtype as f32.
+std::vector<float> to_f32(const TensorView& view);
+
+}  // namespace inkling

@@ -1,0 +1,39 @@
+// Random-weight Inkling checkpoints, byte-compatible with each release layout.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "model/checkpoint_writer.h"
+
+namespace inkling {
+
+enum class SynthPreset { Tiny, Small, Bench };
+SynthPreset parse_synth_preset(const std::string& name);  // tiny | small | bench
+
+struct SynthOptions {
+  TargetFormat format;
+  SynthPreset preset = SynthPreset::Tiny;
+  uint64_t seed = 0;
+  std::function<void(uint64_t done, uint64_t total)> progress;
+};
+
+// The text_config of a preset, spelled as the matching release spells it: the 0.6B style
+// (HF MLP spelling, layer_types) for original-f32, the Inkling-Small style (native spelling,
+// local_layer_ids) otherwise.
+nlohmann::ordered_json synth_text_config(SynthPreset preset, bool hf_style);
+
+// Writes config.json, generation_config.json, tokenizer files, (hf_quant_config.json), and the
+// sharded safetensors. Deterministic for a given (preset, layout, seed).
+void write_synthetic_checkpoint(const std::filesystem::path& dir, const SynthOptions& options);
+
+// Copies tokenizer.json / tokenizer_config.json (with the chat template when available) into dir.
+void write_tokenizer_files(const std::filesystem::path& dir);
+
+// Where tokenizer.json and the chat template live (INKLING_DATA env var, else the build's data dir).
+std::filesystem::path data_dir();
+
+}  // namespace inkling
