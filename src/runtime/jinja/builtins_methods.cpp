@@ -547,7 +547,7 @@ bool apply_test(Renderer& r, const std::string& name, const Value& v, const Call
   if (name == "none") return v.is_none();
   if (name == "string") return v.is_string();
   if (name == "mapping") return v.is_dict();
-  if (name == "sequence") return v.is_string() || v.is_sequence_like() || v.is_dict();
+  if (name == "sequence") return v.is_string() || v.is_sequence_like() || v.is_dict() || v.is_undefined();
   if (name == "iterable") return v.is_string() || v.is_sequence_like() || v.is_dict() || v.is_undefined();
   if (name == "number") return v.is_number();
   if (name == "integer") return v.is_int();
@@ -555,7 +555,7 @@ bool apply_test(Renderer& r, const std::string& name, const Value& v, const Call
   if (name == "boolean") return v.is_bool();
   if (name == "true") return v.is_bool() && v.as_bool();
   if (name == "false") return v.is_bool() && !v.as_bool();
-  if (name == "callable") return v.is_callable();
+  if (name == "callable") return v.is_callable() || v.is_undefined();  // Undefined defines __call__
   if (name == "escaped") return false;
   if (name == "in") return contains(arg(), v);
   if (name == "odd" || name == "even") {
@@ -577,9 +577,8 @@ bool apply_test(Renderer& r, const std::string& name, const Value& v, const Call
   if (name == "ge" || name == ">=") return !value_less(v, arg());
   if (name == "sameas") return v.same_as(arg());
   if (name == "lower" || name == "upper") {
-    if (!v.is_string()) return false;
-    CallArgs none;
-    return call_method(r, v, name == "lower" ? "islower" : "isupper", none).as_bool();
+    CallArgs none;  // Jinja2 tests str(value)
+    return call_method(r, Value::string(v.to_string()), name == "lower" ? "islower" : "isupper", none).as_bool();
   }
   if (name == "filter") return arg().is_string() && has_filter(arg().str());
   if (name == "test") return arg().is_string() && has_test(arg().str());

@@ -74,7 +74,12 @@ class Parser {
     while (true) {
       const Token& t = cur();
       if (t.type == TokenType::kEof) {
-        if (ends.size() > 0) fail("unexpected end of template, expected '" + std::string(*ends.begin()) + "'", open_line_);
+        if (ends.size() > 0) {
+          std::string closer = *(ends.end() - 1);  // the end... tag is listed last
+          for (const char* e : ends)
+            if (std::string(e).rfind("end", 0) == 0) closer = e;
+          fail("unexpected end of template, expected '" + closer + "'", open_line_);
+        }
         return body;
       }
       if (t.type == TokenType::kData) {

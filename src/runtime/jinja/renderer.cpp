@@ -507,7 +507,7 @@ Value Renderer::eval(const Expr& e, Frame& f) {
       return Value::boolean(true);
     }
     case ExprType::kCond:
-      if (eval(*e.b, f).truthy()) return eval(*e.a, f);
+      if (eval(*e.a, f).truthy()) return eval(*e.b, f);  // a: condition, b: value
       return e.c ? eval(*e.c, f) : Value::undefined("the inline if-expression evaluated to false and no else section was defined.");
     case ExprType::kGetAttr: return get_attr(eval(*e.a, f), e.name);
     case ExprType::kGetItem: return get_item(eval(*e.a, f), eval(*e.b, f));
