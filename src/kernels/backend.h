@@ -15,6 +15,11 @@ struct PreparedX {
   // cols], the order in which the SIMD paths unpack low and high nibbles. Tail columns that do
   // not fill a chunk are not included (kernels read them from x).
   const float* x_split = nullptr;
+  // 4-bit formats on paths with nibble_lanes_chunk > 0, when cols is a multiple of it (128):
+  // per 128 columns, 8 vectors of 16 where vector k lane l is x[8 l + k]. A 64-byte load of
+  // codes then holds in 32-bit lane l the 8 nibbles of columns 8 l .. 8 l + 7, and nibble k of
+  // every lane comes out with one shift: no byte widening shuffles at all.
+  const float* x_nibble_lanes = nullptr;
   // Affine: sum of x over each group of group_size columns.
   const float* group_sums = nullptr;
 };
@@ -22,6 +27,7 @@ struct PreparedX {
 struct Backend {
   Isa isa;
   int nibble_chunk;  // columns per 4-bit unpack step (0: x_split not needed)
+  int nibble_lanes_chunk;  // 128 when the 4-bit matvec can use x_nibble_lanes, else 0
   int matmul_row_block;  // rows a matmul thread range should be a multiple of
   // y[r - row_begin] = W[r] . x for r in [row_begin, row_end).
   void (*matvec_rows)(const WeightMatrix& w, const PreparedX& x, int64_t row_begin,

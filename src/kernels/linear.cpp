@@ -45,6 +45,7 @@ void check(const WeightMatrix& w, const char* what) {
 // Reused between calls (the API is called from one thread) so decode never allocates.
 struct PrepareBuffers {
   std::vector<float> x_split;
+  std::vector<float> x_nibble_lanes;
   std::vector<float> group_sums;
 };
 
@@ -64,6 +65,16 @@ PreparedX prepare(const WeightMatrix& w, const float* x, const Backend& backend,
         buffers.x_split[size_t(base + chunk / 2 + j)] = x[base + 2 * j + 1];
       }
     prepared.x_split = buffers.x_split.data();
+  }
+  const int lanes_chunk = backend.nibble_lanes_chunk;
+  if (four_bit && lanes_chunk > 0 && w.cols % lanes_chunk == 0) {
+    buffers.x_nibble_lanes.resize(size_t(w.cols));
+    float* out = buffers.x_nibble_lanes.data();
+    for (int64_t base = 0; base < w.cols; base += lanes_chunk)
+      for (int k = 0; k < 8; ++k)
+        for (int lane = 0; lane < lanes_chunk / 8; ++lane)
+          out[base + k * (lanes_chunk / 8) + lane] = x[base + 8 * lane + k];
+    prepared.x_nibble_lanes = out;
   }
   if (w.format == WeightFormat::Affine) {
     const int64_t groups = w.cols / w.group_size;

@@ -325,7 +325,7 @@ double fma_burn(int64_t iterations, float* sink) {
 }  // namespace
 
 const Backend& avx2_backend() {
-  static const Backend backend{Isa::Avx2,  16,        Kernel256::kRows, matvec_rows,
+  static const Backend backend{Isa::Avx2,  16, 0,        Kernel256::kRows, matvec_rows,
                                matmul_rows, dot_f32,  axpy_f32,         sum_squares_f32,
                                fma_burn};
   return backend;

@@ -92,120 +92,349 @@ inline float affine_bias_dot(const uint8_t* biases, DType dtype, const float* gr
   return _mm512_reduce_add_ps(acc);
 }
 
-// W[r] . x = sum_g scale[g] * dot(codes_g, x_g) + bias[g] * sum(x_g).
-template <int kBits>
-float dot_affine(const WeightMatrix& w, int64_t r, const PreparedX& px) {
-  const uint8_t* codes = w.data + r * w.row_stride;
-  const uint8_t* scales = w.scales + r * w.scales_row_stride;
-  const int64_t groups = w.cols / w.group_size;
-  const float* xs = kBits == 4 ? px.x_split : px.x;
-  const __m512i low_nibble = _mm512_set1_epi32(15);
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-  alignas(64) float scale_block[16];
-  for (int64_t g = 0; g < groups; ++g) {
-    if ((g & 15) == 0) {
-      __mmask16 mask = groups - g >= 16 ? __mmask16(0xffff) : tail_mask(groups - g);
-      _mm512_store_ps(scale_block, load_params16(scales, w.scale_dtype, g, mask));
-    }
-    __m512 even = _mm512_setzero_ps(), odd = _mm512_setzero_ps();
-    if constexpr (kBits == 4) {
-      for (int k = 0; k < w.group_size; k += 32) {
-        __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)));
-        even = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(d, low_nibble)),
-                               _mm512_loadu_ps(xs), even);
-        odd = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(d, 4)),
-                              _mm512_loadu_ps(xs + 16), odd);
-        codes += 16;
-        xs += 32;
-      }
-    } else {
-      for (int k = 0; k < w.group_size; k += 32) {
-        __m512i d0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)));
-        __m512i d1 =
-            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + 16)));
-        even = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), _mm512_loadu_ps(xs), even);
-        odd = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), _mm512_loadu_ps(xs + 16), odd);
-        codes += 32;
-        xs += 32;
-      }
-    }
-    __m512 scale = _mm512_set1_ps(scale_block[g & 15]);
-    if (g & 1)
-      acc1 = _mm512_fmadd_ps(scale, _mm512_add_ps(even, odd), acc1);
-    else
-      acc0 = _mm512_fmadd_ps(scale, _mm512_add_ps(even, odd), acc0);
-  }
-  const uint8_t* biases = w.biases + r * w.biases_row_stride;
-  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) +
-         affine_bias_dot(biases, w.scale_dtype, px.group_sums, groups);
-}
-
 inline __m512 fp4_table() {
   return _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f,
                         -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
 }
 
-// Scales of the two 16-column blocks one 16-byte load covers, as [s0 x8, s1 x8]: the lanes
-// of both the low- and the high-nibble vector split that way.
-inline __m512 nvfp4_block_scales(const float* table, const uint8_t* scales) {
-  return _mm512_mask_blend_ps(__mmask16(0xff00), _mm512_set1_ps(table[scales[0]]),
-                              _mm512_set1_ps(table[scales[1]]));
+// ---- matvec: kMatvecRows rows at a time --------------------------------------------------
+// Working on several rows per pass loads each x vector once for all of them: with one row the
+// x loads, not the weight stream, would bound the loop.
+constexpr int kMatvecRows = 4;
+
+template <WeightFormat F, int R>
+void dense_rows(const WeightMatrix& w, int64_t r, const float* x, float* y) {
+  const uint8_t* rows[R];
+  __m512 acc0[R], acc1[R];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i) {
+    rows[i] = w.data + (r + i) * w.row_stride;
+    acc0[i] = acc1[i] = _mm512_setzero_ps();
+  }
+  const int64_t cols = w.cols;
+  int64_t c = 0;
+  for (; c + 32 <= cols; c += 32) {
+    const __m512 x0 = _mm512_loadu_ps(x + c), x1 = _mm512_loadu_ps(x + c + 16);
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) {
+      acc0[i] = _mm512_fmadd_ps(load16<F>(rows[i], c), x0, acc0[i]);
+      acc1[i] = _mm512_fmadd_ps(load16<F>(rows[i], c + 16), x1, acc1[i]);
+    }
+  }
+  for (; c < cols; c += 16) {
+    const __mmask16 mask = cols - c >= 16 ? __mmask16(0xffff) : tail_mask(cols - c);
+    const __m512 x0 = _mm512_maskz_loadu_ps(mask, x + c);
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i)
+      acc0[i] = _mm512_fmadd_ps(load16_masked<F>(rows[i], c, mask), x0, acc0[i]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i) y[i] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[i], acc1[i]));
 }
 
-float dot_nvfp4(const WeightMatrix& w, int64_t r, const PreparedX& px) {
-  const uint8_t* codes = w.data + r * w.row_stride;
-  const uint8_t* scales = w.scales + r * w.scales_row_stride;
-  const float* table = e4m3_table();
-  const __m512 values = fp4_table();
-  const int64_t chunks = w.cols / 32;
-  const float* xs = px.x_split;
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-  for (int64_t i = 0; i < chunks; ++i) {
-    __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)));
-    __m512 low = _mm512_permutexvar_ps(d, values);  // vpermps reads only index bits [3:0]
-    __m512 high = _mm512_permutexvar_ps(_mm512_srli_epi32(d, 4), values);
-    __m512 t = _mm512_mul_ps(low, _mm512_loadu_ps(xs));
-    t = _mm512_fmadd_ps(high, _mm512_loadu_ps(xs + 16), t);
-    if (i & 1)
-      acc1 = _mm512_fmadd_ps(t, nvfp4_block_scales(table, scales), acc1);
-    else
-      acc0 = _mm512_fmadd_ps(t, nvfp4_block_scales(table, scales), acc0);
-    codes += 16;
-    scales += 2;
-    xs += 32;
+// W[r] . x = sum_g scale[g] * dot(codes_g, x_g) + bias[g] * sum(x_g). Needs group_size % 32 == 0.
+template <int kBits, int R>
+void affine_rows(const WeightMatrix& w, int64_t r, const PreparedX& px, float* y) {
+  const uint8_t* codes[R];
+  const uint8_t* scales[R];
+  __m512 acc[R];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i) {
+    codes[i] = w.data + (r + i) * w.row_stride;
+    scales[i] = w.scales + (r + i) * w.scales_row_stride;
+    acc[i] = _mm512_setzero_ps();
   }
-  float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-  sum += nvfp4_tail_dot(w.data + r * w.row_stride, w.scales + r * w.scales_row_stride, px.x,
-                        chunks * 32, w.cols);
-  return sum * w.global_scale;
+  const int64_t groups = w.cols / w.group_size;
+  const float* xs = kBits == 4 ? px.x_split : px.x;
+  const __m512 code_values = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int64_t g = 0; g < groups; ++g) {
+    __m512 even[R], odd[R];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) even[i] = odd[i] = _mm512_setzero_ps();
+    for (int64_t c = g * w.group_size; c < (g + 1) * w.group_size; c += 32) {
+      const __m512 x0 = _mm512_loadu_ps(xs + c), x1 = _mm512_loadu_ps(xs + c + 16);
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) {
+        if constexpr (kBits == 4) {
+          // Low nibbles are the even columns, high nibbles the odd ones (x_split's order).
+          __m512i d = _mm512_cvtepu8_epi32(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes[i] + c / 2)));
+          // vpermps on the 16 code values reads only index bits [3:0]: no mask, no convert.
+          even[i] = _mm512_fmadd_ps(_mm512_permutexvar_ps(d, code_values), x0, even[i]);
+          odd[i] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(d, 4), code_values),
+                                   x1, odd[i]);
+        } else {
+          __m512i d0 = _mm512_cvtepu8_epi32(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes[i] + c)));
+          __m512i d1 = _mm512_cvtepu8_epi32(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes[i] + c + 16)));
+          even[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), x0, even[i]);
+          odd[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), x1, odd[i]);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i)
+      acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(load_param(scales[i], w.scale_dtype, g)),
+                               _mm512_add_ps(even[i], odd[i]), acc[i]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i)
+    y[i] = _mm512_reduce_add_ps(acc[i]) +
+           affine_bias_dot(w.biases + (r + i) * w.biases_row_stride, w.scale_dtype,
+                           px.group_sums, groups);
+}
+
+// 16 E4M3 bytes (fewer under `mask`) to f32 in registers: exponent and mantissa move to their
+// f32 positions and one multiply by 2^120 re-biases, subnormals included.
+inline __m512 e4m3x16_to_f32(const uint8_t* bytes, __mmask16 mask) {
+  const __m512i d = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mask, bytes));
+  const __m512i magnitude = _mm512_and_si512(d, _mm512_set1_epi32(0x7f));
+  __m512 value = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(magnitude, 20)),
+                               _mm512_set1_ps(0x1p120f));
+  const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(d, _mm512_set1_epi32(0x80)), 24);
+  value = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(value), sign));
+  const __mmask16 nan = _mm512_cmpeq_epi32_mask(magnitude, _mm512_set1_epi32(0x7f));
+  return _mm512_mask_mov_ps(value, nan, _mm512_set1_ps(__builtin_nanf("")));
+}
+
+template <int R>
+void nvfp4_rows(const WeightMatrix& w, int64_t r, const PreparedX& px, float* y) {
+  const uint8_t* codes[R];
+  const uint8_t* scales[R];
+  __m512 acc[R], block_scales[R];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i) {
+    codes[i] = w.data + (r + i) * w.row_stride;
+    scales[i] = w.scales + (r + i) * w.scales_row_stride;
+    acc[i] = block_scales[i] = _mm512_setzero_ps();
+  }
+  const __m512 values = fp4_table();
+  const int64_t chunks = w.cols / 32, blocks = w.cols / 16;
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const int sub = int(ch & 7);
+    if (sub == 0) {  // scales of the next 8 chunks (16 blocks), converted 16 at a time
+      const int64_t left = blocks - 2 * ch;
+      const __mmask16 mask = left >= 16 ? __mmask16(0xffff) : tail_mask(left);
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) block_scales[i] = e4m3x16_to_f32(scales[i] + 2 * ch, mask);
+    }
+    // A 16-byte load covers blocks 2 * sub and 2 * sub + 1: lanes 0-7 and 8-15 of both the
+    // low- and the high-nibble vector.
+    const __m512i spread = _mm512_add_epi32(
+        _mm512_set1_epi32(2 * sub),
+        _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+    const __m512 x0 = _mm512_loadu_ps(px.x_split + 32 * ch);
+    const __m512 x1 = _mm512_loadu_ps(px.x_split + 32 * ch + 16);
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) {
+      __m512i d = _mm512_cvtepu8_epi32(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes[i] + 16 * ch)));
+      __m512 t = _mm512_mul_ps(_mm512_permutexvar_ps(d, values), x0);  // vpermps: bits [3:0]
+      t = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(d, 4), values), x1, t);
+      acc[i] = _mm512_fmadd_ps(t, _mm512_permutexvar_ps(spread, block_scales[i]), acc[i]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i) {
+    const float tail = nvfp4_tail_dot(codes[i], scales[i], px.x, chunks * 32, w.cols);
+    y[i] = (_mm512_reduce_add_ps(acc[i]) + tail) * w.global_scale;
+  }
+}
+
+// ---- 4-bit matvec in nibble-lane order (cols % 128 == 0) ------------------------------------
+// A 64-byte load holds 128 codes; 32-bit lane l carries columns 8 l .. 8 l + 7 as nibbles
+// 0..7. Nibble k of all 16 lanes is one shift away, and x_nibble_lanes supplies the matching x.
+// Byte-widening (vpmovzxbd) and the scale/blend shuffles of the per-32-column path are
+// 512-bit cross-lane shuffles, which Zen 4 issues at half rate; this layout needs none of them
+// for affine codes and one table lookup per 16 codes for NVFP4.
+
+// Nibble kK of each 32-bit lane moved to bits [19, 23), the top of an f32 mantissa.
+template <int kK>
+inline __m512i nibble_to_mantissa(__m512i v) {
+  if constexpr (kK <= 4)
+    return _mm512_slli_epi32(v, 19 - 4 * kK);
+  else
+    return _mm512_srli_epi32(v, 4 * kK - 19);
+}
+
+// Affine: with f = 1 + code / 16 (the nibble OR-ed into the mantissa of 1.0, exact),
+// scale * code + bias = 16 * scale * f + (bias - 16 * scale). So per row
+// W . x = 16 * sum_g scale_g * dot(f_g, x_g) + sum_g (bias_g - 16 * scale_g) * sum(x_g).
+template <int R>
+void affine4_lanes_rows(const WeightMatrix& w, int64_t r, const PreparedX& px, float* y) {
+  const uint8_t* codes[R];
+  const uint8_t* scales[R];
+  __m512 acc[R];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i) {
+    codes[i] = w.data + (r + i) * w.row_stride;
+    scales[i] = w.scales + (r + i) * w.scales_row_stride;
+    acc[i] = _mm512_setzero_ps();
+  }
+  const __m512i mantissa = _mm512_set1_epi32(0x00780000), one = _mm512_set1_epi32(0x3f800000);
+  const int64_t chunks = w.cols / 128, groups = w.cols / w.group_size;
+  const int groups_per_chunk = int(128 / w.group_size);  // 1, 2 or 4
+  // Lane l of a chunk belongs to group 8 l / group_size of the chunk.
+  const __m512i lane_group = _mm512_srli_epi32(
+      _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120),
+      __builtin_ctz(unsigned(w.group_size)));
+  const __mmask16 group_mask = tail_mask(groups_per_chunk);
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const float* xk = px.x_nibble_lanes + 128 * ch;
+    __m512i v[R];
+    __m512 t0[R], t1[R];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) {
+      v[i] = _mm512_loadu_si512(codes[i] + 64 * ch);
+      t0[i] = t1[i] = _mm512_setzero_ps();
+    }
+    auto step = [&]<int kK>(std::integral_constant<int, kK>) {
+      const __m512 xv = _mm512_loadu_ps(xk + 16 * kK);
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) {
+        // (shifted & mantissa) | one in one vpternlogd.
+        __m512 f = _mm512_castsi512_ps(
+            _mm512_ternarylogic_epi32(nibble_to_mantissa<kK>(v[i]), mantissa, one, 0xea));
+        if constexpr (kK % 2 == 0)
+          t0[i] = _mm512_fmadd_ps(f, xv, t0[i]);
+        else
+          t1[i] = _mm512_fmadd_ps(f, xv, t1[i]);
+      }
+    };
+    step(std::integral_constant<int, 0>());
+    step(std::integral_constant<int, 1>());
+    step(std::integral_constant<int, 2>());
+    step(std::integral_constant<int, 3>());
+    step(std::integral_constant<int, 4>());
+    step(std::integral_constant<int, 5>());
+    step(std::integral_constant<int, 6>());
+    step(std::integral_constant<int, 7>());
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) {
+      __m512 chunk_scales = load_params16(scales[i], w.scale_dtype, ch * groups_per_chunk,
+                                          group_mask);
+      acc[i] = _mm512_fmadd_ps(_mm512_add_ps(t0[i], t1[i]),
+                               _mm512_permutexvar_ps(lane_group, chunk_scales), acc[i]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i) {
+    const float scale_term = affine_bias_dot(scales[i], w.scale_dtype, px.group_sums, groups);
+    const float bias_term = affine_bias_dot(w.biases + (r + i) * w.biases_row_stride,
+                                            w.scale_dtype, px.group_sums, groups);
+    y[i] = 16.0f * (_mm512_reduce_add_ps(acc[i]) - scale_term) + bias_term;
+  }
+}
+
+template <int R>
+void nvfp4_lanes_rows(const WeightMatrix& w, int64_t r, const PreparedX& px, float* y) {
+  const uint8_t* codes[R];
+  const uint8_t* scales[R];
+  __m512 acc[R], block_scales[R];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i) {
+    codes[i] = w.data + (r + i) * w.row_stride;
+    scales[i] = w.scales + (r + i) * w.scales_row_stride;
+    acc[i] = block_scales[i] = _mm512_setzero_ps();
+  }
+  const __m512 values = fp4_table();
+  const int64_t chunks = w.cols / 128;
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    if ((ch & 1) == 0) {  // the 16 block scales of this chunk and the next
+      const __mmask16 mask = ch + 1 < chunks ? __mmask16(0xffff) : __mmask16(0xff);
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) block_scales[i] = e4m3x16_to_f32(scales[i] + 8 * ch, mask);
+    }
+    // Lane l covers columns 8 l .. 8 l + 7: block l / 2 of this chunk.
+    const __m512i spread = _mm512_add_epi32(
+        _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7),
+        _mm512_set1_epi32(int(8 * (ch & 1))));
+    const float* xk = px.x_nibble_lanes + 128 * ch;
+    __m512i v[R];
+    __m512 t0[R], t1[R];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) {
+      v[i] = _mm512_loadu_si512(codes[i] + 64 * ch);
+      t0[i] = t1[i] = _mm512_setzero_ps();
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      const __m512 xv = _mm512_loadu_ps(xk + 16 * k);
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) {
+        // vpermps reads only index bits [3:0]: nibble k after one shift, no mask.
+        __m512 value = _mm512_permutexvar_ps(_mm512_srli_epi32(v[i], 4 * k), values);
+        if (k % 2 == 0)
+          t0[i] = _mm512_fmadd_ps(value, xv, t0[i]);
+        else
+          t1[i] = _mm512_fmadd_ps(value, xv, t1[i]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i)
+      acc[i] = _mm512_fmadd_ps(_mm512_add_ps(t0[i], t1[i]),
+                               _mm512_permutexvar_ps(spread, block_scales[i]), acc[i]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i) y[i] = _mm512_reduce_add_ps(acc[i]) * w.global_scale;
 }
 
 bool affine_fast_path(const WeightMatrix& w) { return w.group_size % 32 == 0; }
+
+// kernel(std::integral_constant<int, R>, r, y) for blocks of kMatvecRows rows, then single rows.
+template <class Kernel>
+void for_row_blocks(int64_t row_begin, int64_t row_end, float* y, const Kernel& kernel) {
+  int64_t r = row_begin;
+  for (; r + kMatvecRows <= row_end; r += kMatvecRows)
+    kernel(std::integral_constant<int, kMatvecRows>(), r, y + (r - row_begin));
+  for (; r < row_end; ++r) kernel(std::integral_constant<int, 1>(), r, y + (r - row_begin));
+}
 
 void matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end,
                  float* y) {
   switch (w.format) {
     case WeightFormat::F32:
-      for (int64_t r = row_begin; r < row_end; ++r)
-        y[r - row_begin] = dot_dense<WeightFormat::F32>(w.data + r * w.row_stride, px.x, w.cols);
+      for_row_blocks(row_begin, row_end, y, [&](auto rows, int64_t r, float* out) {
+        dense_rows<WeightFormat::F32, decltype(rows)::value>(w, r, px.x, out);
+      });
       return;
     case WeightFormat::BF16:
-      for (int64_t r = row_begin; r < row_end; ++r)
-        y[r - row_begin] = dot_dense<WeightFormat::BF16>(w.data + r * w.row_stride, px.x, w.cols);
+      for_row_blocks(row_begin, row_end, y, [&](auto rows, int64_t r, float* out) {
+        dense_rows<WeightFormat::BF16, decltype(rows)::value>(w, r, px.x, out);
+      });
       return;
     case WeightFormat::F16:
-      for (int64_t r = row_begin; r < row_end; ++r)
-        y[r - row_begin] = dot_dense<WeightFormat::F16>(w.data + r * w.row_stride, px.x, w.cols);
+      for_row_blocks(row_begin, row_end, y, [&](auto rows, int64_t r, float* out) {
+        dense_rows<WeightFormat::F16, decltype(rows)::value>(w, r, px.x, out);
+      });
       return;
     case WeightFormat::Affine:
-      if (affine_fast_path(w)) {
-        for (int64_t r = row_begin; r < row_end; ++r)
-          y[r - row_begin] = w.bits == 4 ? dot_affine<4>(w, r, px) : dot_affine<8>(w, r, px);
+      if (!affine_fast_path(w)) break;
+      if (w.bits == 4 && px.x_nibble_lanes) {
+        for_row_blocks(row_begin, row_end, y, [&](auto rows, int64_t r, float* out) {
+          affine4_lanes_rows<decltype(rows)::value>(w, r, px, out);
+        });
+      } else if (w.bits == 4) {
+        for_row_blocks(row_begin, row_end, y, [&](auto rows, int64_t r, float* out) {
+          affine_rows<4, decltype(rows)::value>(w, r, px, out);
+        });
+      } else {
+        for_row_blocks(row_begin, row_end, y, [&](auto rows, int64_t r, float* out) {
+          affine_rows<8, decltype(rows)::value>(w, r, px, out);
+        });
+      }
+      return;
+    case WeightFormat::NvFp4:
+      if (px.x_nibble_lanes) {
+        for_row_blocks(row_begin, row_end, y, [&](auto rows, int64_t r, float* out) {
+          nvfp4_lanes_rows<decltype(rows)::value>(w, r, px, out);
+        });
         return;
       }
-      break;
-    case WeightFormat::NvFp4:
-      for (int64_t r = row_begin; r < row_end; ++r) y[r - row_begin] = dot_nvfp4(w, r, px);
+      for_row_blocks(row_begin, row_end, y, [&](auto rows, int64_t r, float* out) {
+        nvfp4_rows<decltype(rows)::value>(w, r, px, out);
+      });
       return;
   }
   scalar_backend().matvec_rows(w, px, row_begin, row_end, y);
@@ -387,7 +616,7 @@ double fma_burn(int64_t iterations, float* sink) {
 }  // namespace
 
 const Backend& avx512_backend() {
-  static const Backend backend{Isa::Avx512, 32,        Kernel512::kRows, matvec_rows,
+  static const Backend backend{Isa::Avx512, 32, 128,        Kernel512::kRows, matvec_rows,
                                matmul_rows, dot_f32,   axpy_f32,         sum_squares_f32,
                                fma_burn};
   return backend;

@@ -60,7 +60,7 @@ double fma_burn(int64_t iterations, float* sink) {
 }  // namespace
 
 const Backend& scalar_backend() {
-  static const Backend backend{Isa::Scalar, 0,   1,           matvec_rows, matmul_rows,
+  static const Backend backend{Isa::Scalar, 0, 0,   1,           matvec_rows, matmul_rows,
                                dot,         axpy, sum_squares, fma_burn};
   return backend;
 }

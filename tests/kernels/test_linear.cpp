@@ -31,9 +31,10 @@ std::vector<FormatSpec> all_formats() {
 std::vector<int64_t> cols_for(const FormatSpec& spec) {
   switch (spec.format) {
     case WeightFormat::Affine:
+      // Multiples of 128 take the AVX-512 nibble-lane path, the others the 32-column one.
       if (spec.group_size == 128) return {128, 384, 1152};
-      return {64, 192, 1088};
-    case WeightFormat::NvFp4: return {64, 192, 1088, 1104};  // 1104: a 16-column tail
+      return {64, 192, 256, 1088};
+    case WeightFormat::NvFp4: return {64, 192, 256, 1088, 1104};  // 1104: a 16-column tail
     default: return {64, 67, 192, 1088};                     // 67: a partial vector
   }
 }

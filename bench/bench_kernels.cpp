@@ -1,0 +1,277 @@
+// Kernel micro-benchmarks: decode matvec per weight format at the bench preset's shapes (bytes/s
+// against this machine's streaming read bandwidth), prefill matmul at n = 512 (GFLOP/s against
+// the FMA peak), and the two machine probes. INKLING_ISA=scalar|avx2|avx512 picks the path.
+//
+//   bench_kernels --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/isa.h"
+#include "kernels/linear.h"
+#include "kernels/vector_ops.h"
+#include "tensor/dtype.h"
+#include "tensor/weight_matrix.h"
+
+namespace {
+
+using inkling::DType;
+using inkling::WeightFormat;
+using inkling::WeightMatrix;
+
+struct Spec {
+  WeightFormat format;
+  int bits = 0;
+  int group_size = 0;
+};
+
+// Cheap fill: a 1 GB head matrix would take minutes through std::mt19937.
+void fill_random(std::vector<uint8_t>& bytes, uint64_t seed) {
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  size_t i = 0;
+  for (; i + 8 <= bytes.size(); i += 8) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    std::memcpy(&bytes[i], &state, 8);
+  }
+  for (; i < bytes.size(); ++i) bytes[i] = uint8_t(i);
+}
+
+// A matrix with random codes and sane scales; `data` as bytes so any format fits.
+struct BenchMatrix {
+  std::vector<uint8_t> data, scales, biases;
+  WeightMatrix w;
+
+  BenchMatrix(Spec spec, int64_t rows, int64_t cols, uint64_t seed) {
+    w.format = spec.format;
+    w.rows = rows;
+    w.cols = cols;
+    int64_t row_bytes = 0;
+    switch (spec.format) {
+      case WeightFormat::F32: row_bytes = cols * 4; break;
+      case WeightFormat::BF16:
+      case WeightFormat::F16: row_bytes = cols * 2; break;
+      case WeightFormat::Affine: row_bytes = cols * spec.bits / 8; break;
+      case WeightFormat::NvFp4: row_bytes = cols / 2; break;
+    }
+    data.resize(size_t(rows * row_bytes));
+    if (spec.format == WeightFormat::F32 || spec.format == WeightFormat::BF16 ||
+        spec.format == WeightFormat::F16) {
+      // Small finite values: random bits would be NaN/inf-heavy and could hit slow paths.
+      const int64_t elem = spec.format == WeightFormat::F32 ? 4 : 2;
+      for (int64_t i = 0; i < rows * cols; ++i) {
+        float v = float((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+        if (elem == 4) {
+          std::memcpy(&data[size_t(i * 4)], &v, 4);
+        } else {
+          uint16_t bits = spec.format == WeightFormat::BF16 ? inkling::f32_to_bf16(v)
+                                                            : inkling::f32_to_f16(v);
+          std::memcpy(&data[size_t(i * 2)], &bits, 2);
+        }
+      }
+    } else {
+      fill_random(data, seed);
+    }
+    w.data = data.data();
+    w.row_stride = row_bytes;
+    if (spec.format == WeightFormat::Affine) {
+      w.bits = spec.bits;
+      w.group_size = spec.group_size;
+      w.scale_dtype = DType::BF16;
+      const int64_t groups = cols / spec.group_size;
+      scales.resize(size_t(rows * groups * 2));
+      biases.resize(scales.size());
+      const uint16_t scale = inkling::f32_to_bf16(0.01f), bias = inkling::f32_to_bf16(-0.08f);
+      for (int64_t i = 0; i < rows * groups; ++i) {
+        std::memcpy(&scales[size_t(i * 2)], &scale, 2);
+        std::memcpy(&biases[size_t(i * 2)], &bias, 2);
+      }
+      w.scales = scales.data();
+      w.biases = biases.data();
+      w.scales_row_stride = w.biases_row_stride = groups * 2;
+    } else if (spec.format == WeightFormat::NvFp4) {
+      w.group_size = 16;
+      w.scale_dtype = DType::F8_E4M3;
+      scales.assign(size_t(rows * cols / 16), inkling::f32_to_e4m3(0.75f));
+      w.scales = scales.data();
+      w.scales_row_stride = cols / 16;
+      w.global_scale = 0.01f;
+    }
+  }
+};
+
+// Decode streams every layer's weights from DRAM; a single small matrix would sit in the 32 MB
+// L3 and overstate bandwidth. Cycle through enough copies to cover kColdBytes.
+constexpr int64_t kColdBytes = int64_t(256) << 20;
+
+std::vector<std::unique_ptr<BenchMatrix>> make_copies(Spec spec, int64_t rows, int64_t cols) {
+  std::vector<std::unique_ptr<BenchMatrix>> copies;
+  int64_t total = 0;
+  do {
+    copies.push_back(std::make_unique<BenchMatrix>(spec, rows, cols, copies.size() + 1));
+    total += copies.back()->w.bytes_read();
+  } while (total < kColdBytes);
+  return copies;
+}
+
+void set_label(benchmark::State& state) {
+  state.SetLabel(std::string(inkling::kernels::isa_name()) + ", " +
+                 std::to_string(omp_get_max_threads()) + " threads");
+}
+
+void BM_Matvec(benchmark::State& state, Spec spec, int64_t rows, int64_t cols) {
+  auto copies = make_copies(spec, rows, cols);
+  std::vector<float> x(size_t(cols), 0.01f), y(static_cast<size_t>(rows));
+  size_t next = 0;
+  for (auto _ : state) {
+    inkling::kernels::matvec(copies[next]->w, x.data(), y.data());
+    benchmark::DoNotOptimize(y.data());
+    next = (next + 1) % copies.size();
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * copies[0]->w.bytes_read());
+  set_label(state);
+}
+
+// Cache-resident: the decode arithmetic alone, i.e. the ceiling the memory-bound case sits under.
+void BM_MatvecHot(benchmark::State& state, Spec spec, int64_t rows, int64_t cols) {
+  BenchMatrix matrix(spec, rows, cols, 1);
+  std::vector<float> x(size_t(cols), 0.01f), y(static_cast<size_t>(rows));
+  for (auto _ : state) {
+    inkling::kernels::matvec(matrix.w, x.data(), y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * matrix.w.bytes_read());
+  set_label(state);
+}
+
+void BM_SwigluMatvec(benchmark::State& state, Spec spec, int64_t rows, int64_t cols) {
+  // An interleaved w13 [2 * rows, cols]: gate = even rows, up = odd rows.
+  auto copies = make_copies(spec, 2 * rows, cols);
+  std::vector<float> x(size_t(cols), 0.01f), y(static_cast<size_t>(rows));
+  size_t next = 0;
+  for (auto _ : state) {
+    WeightMatrix gate = copies[next]->w, up = gate;
+    gate.rows = up.rows = rows;
+    gate.row_stride = up.row_stride = 2 * gate.row_stride;
+    up.data += copies[next]->w.row_stride;
+    if (up.scales) {
+      gate.scales_row_stride = up.scales_row_stride = 2 * gate.scales_row_stride;
+      up.scales += copies[next]->w.scales_row_stride;
+    }
+    if (up.biases) {
+      gate.biases_row_stride = up.biases_row_stride = 2 * gate.biases_row_stride;
+      up.biases += copies[next]->w.biases_row_stride;
+    }
+    inkling::kernels::swiglu_matvec(gate, up, x.data(), y.data());
+    benchmark::DoNotOptimize(y.data());
+    next = (next + 1) % copies.size();
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * copies[0]->w.bytes_read());
+  set_label(state);
+}
+
+void BM_Matmul(benchmark::State& state, Spec spec, int64_t rows, int64_t cols) {
+  const int64_t n = state.range(0);
+  BenchMatrix matrix(spec, rows, cols, 1);
+  std::vector<float> x(size_t(n * cols), 0.01f), y(size_t(n * rows));
+  for (auto _ : state) {
+    inkling::kernels::matmul(matrix.w, x.data(), n, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["FLOPS"] = benchmark::Counter(2.0 * double(n) * double(rows) * double(cols),
+                                               benchmark::Counter::kIsIterationInvariantRate);
+  set_label(state);
+}
+
+// The roofline for decode: a streaming sum over 1 GiB on two threads.
+void BM_ReadBandwidth(benchmark::State& state) {
+  const size_t words = (size_t(1) << 30) / 8;
+  std::unique_ptr<uint64_t[]> buffer(new uint64_t[words]);
+#pragma omp parallel for num_threads(2) schedule(static)
+  for (size_t i = 0; i < words; ++i) buffer[i] = i;
+  for (auto _ : state) {
+    uint64_t sum = 0;
+#pragma omp parallel for num_threads(2) schedule(static) reduction(+ : sum)
+    for (size_t i = 0; i < words; ++i) sum += buffer[i];
+    benchmark::DoNotOptimize(sum);
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(words * 8));
+}
+
+void BM_FmaPeak(benchmark::State& state) {
+  double gflops = 0.0;
+  for (auto _ : state) gflops = inkling::kernels::measure_fma_peak_gflops(omp_get_max_threads());
+  state.counters["GFLOPS"] = gflops;
+  set_label(state);
+}
+
+const Spec kF32{WeightFormat::F32}, kBf16{WeightFormat::BF16}, kF16{WeightFormat::F16};
+const Spec kQ4{WeightFormat::Affine, 4, 64}, kQ8{WeightFormat::Affine, 8, 64};
+const Spec kNvFp4{WeightFormat::NvFp4};
+
+void register_all() {
+  const struct {
+    const char* name;
+    Spec spec;
+  } formats[] = {{"f32", kF32}, {"bf16", kBf16}, {"f16", kF16},
+                 {"q4g64", kQ4}, {"q8g64", kQ8}, {"nvfp4", kNvFp4}};
+  const struct {
+    const char* name;
+    int64_t rows, cols;
+  } shapes[] = {{"2048x2048", 2048, 2048}, {"expert_1024x2048", 1024, 2048},
+                {"2048x8192", 2048, 8192}};
+  for (const auto& f : formats)
+    for (const auto& s : shapes)
+      benchmark::RegisterBenchmark(
+          (std::string("matvec/") + f.name + "/" + s.name).c_str(),
+          [spec = f.spec, rows = s.rows, cols = s.cols](benchmark::State& st) {
+            BM_Matvec(st, spec, rows, cols);
+          })
+          ->UseRealTime();
+  for (const auto& f : formats)
+    benchmark::RegisterBenchmark((std::string("matvec_hot/") + f.name + "/x2048").c_str(),
+                                 [spec = f.spec](benchmark::State& st) {
+                                   BM_MatvecHot(st, spec, st.range(0), 2048);
+                                 })
+        ->Arg(16)
+        ->Arg(256);
+  benchmark::RegisterBenchmark("matvec/bf16/head_201024x2048", [](benchmark::State& st) {
+    BM_Matvec(st, kBf16, 201024, 2048);
+  })->UseRealTime();
+  for (const auto& f : formats)
+    benchmark::RegisterBenchmark((std::string("swiglu_matvec/") + f.name + "/expert_1024x2048").c_str(),
+                                 [spec = f.spec](benchmark::State& st) {
+                                   BM_SwigluMatvec(st, spec, 1024, 2048);
+                                 })
+        ->UseRealTime();
+  for (const auto& f : formats)
+    benchmark::RegisterBenchmark((std::string("matmul/") + f.name + "/2048x2048").c_str(),
+                                 [spec = f.spec](benchmark::State& st) {
+                                   BM_Matmul(st, spec, 2048, 2048);
+                                 })
+        ->Arg(512)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("machine/read_bandwidth_1GiB_2threads", BM_ReadBandwidth)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("machine/fma_peak", BM_FmaPeak)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond)
+      ->Iterations(3);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
