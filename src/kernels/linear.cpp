@@ -42,56 +42,84 @@ void check(const WeightMatrix& w, const char* what) {
   }
 }
 
-// Reused between calls (the API is called from one thread) so decode never allocates.
-struct PrepareBuffers {
-  std::vector<float> x_split;
-  std::vector<float> x_nibble_lanes;
-  std::vector<float> group_sums;
+// What prepare() derived from one activation vector. Reused across calls (the API is called
+// from one thread): a decode step multiplies the same x by several matrices (q/k/v, every
+// routed expert's gate and up), and re-deriving it would cost a few microseconds each time.
+struct PrepareCache {
+  Isa isa = Isa::Scalar;
+  const float* x = nullptr;
+  int64_t cols = 0;
+  std::vector<float> x_copy;  // to notice an x rewritten in place between calls
+  bool has_split = false, has_lanes = false;
+  int sums_group = 0;
+  std::vector<float> x_split, x_nibble_lanes, group_sums;
 };
 
 PreparedX prepare(const WeightMatrix& w, const float* x, const Backend& backend,
-                  PrepareBuffers& buffers) {
+                  PrepareCache& cache) {
+  const int64_t cols = w.cols;
+  const bool same_x = cache.x == x && cache.cols == cols && cache.isa == backend.isa &&
+                      std::equal(cache.x_copy.begin(), cache.x_copy.end(), x);
+  if (!same_x) {
+    cache.isa = backend.isa;
+    cache.x = x;
+    cache.cols = cols;
+    cache.x_copy.assign(x, x + cols);
+    cache.has_split = cache.has_lanes = false;
+    cache.sums_group = 0;
+  }
   PreparedX prepared;
   prepared.x = x;
   const bool four_bit = w.format == WeightFormat::NvFp4 ||
                         (w.format == WeightFormat::Affine && w.bits == 4);
-  const int chunk = backend.nibble_chunk;
-  if (four_bit && chunk > 0) {
-    const int64_t full = w.cols / chunk * chunk;
-    buffers.x_split.resize(size_t(full));
-    for (int64_t base = 0; base < full; base += chunk)
-      for (int j = 0; j < chunk / 2; ++j) {
-        buffers.x_split[size_t(base + j)] = x[base + 2 * j];
-        buffers.x_split[size_t(base + chunk / 2 + j)] = x[base + 2 * j + 1];
-      }
-    prepared.x_split = buffers.x_split.data();
-  }
   const int lanes_chunk = backend.nibble_lanes_chunk;
-  if (four_bit && lanes_chunk > 0 && w.cols % lanes_chunk == 0) {
-    buffers.x_nibble_lanes.resize(size_t(w.cols));
-    float* out = buffers.x_nibble_lanes.data();
-    for (int64_t base = 0; base < w.cols; base += lanes_chunk)
-      for (int k = 0; k < 8; ++k)
-        for (int lane = 0; lane < lanes_chunk / 8; ++lane)
-          out[base + k * (lanes_chunk / 8) + lane] = x[base + 8 * lane + k];
-    prepared.x_nibble_lanes = out;
+  if (four_bit && lanes_chunk > 0 && cols % lanes_chunk == 0) {
+    if (!cache.has_lanes) {
+      cache.x_nibble_lanes.resize(size_t(cols));
+      float* out = cache.x_nibble_lanes.data();
+      const int lanes = lanes_chunk / 8;
+      for (int64_t base = 0; base < cols; base += lanes_chunk)
+        for (int lane = 0; lane < lanes; ++lane)
+          for (int k = 0; k < 8; ++k) out[base + k * lanes + lane] = x[base + 8 * lane + k];
+      cache.has_lanes = true;
+    }
+    prepared.x_nibble_lanes = cache.x_nibble_lanes.data();
+  }
+  const int chunk = backend.nibble_chunk;
+  if (four_bit && chunk > 0) {  // the per-chunk path stays the fallback for other shapes
+    if (!cache.has_split) {
+      const int64_t full = cols / chunk * chunk;
+      cache.x_split.resize(size_t(full));
+      float* out = cache.x_split.data();
+      for (int64_t base = 0; base < full; base += chunk)
+        for (int j = 0; j < chunk / 2; ++j) {
+          out[base + j] = x[base + 2 * j];
+          out[base + chunk / 2 + j] = x[base + 2 * j + 1];
+        }
+      cache.has_split = true;
+    }
+    prepared.x_split = cache.x_split.data();
   }
   if (w.format == WeightFormat::Affine) {
-    const int64_t groups = w.cols / w.group_size;
-    buffers.group_sums.resize(size_t(groups));
-    for (int64_t g = 0; g < groups; ++g) {
-      float sum = 0.0f;
-      for (int64_t c = g * w.group_size; c < (g + 1) * w.group_size; ++c) sum += x[c];
-      buffers.group_sums[size_t(g)] = sum;
+    if (cache.sums_group != w.group_size) {
+      const int64_t groups = cols / w.group_size;
+      cache.group_sums.resize(size_t(groups));
+      for (int64_t g = 0; g < groups; ++g) {
+        float sum = 0.0f;
+        for (int64_t c = g * w.group_size; c < (g + 1) * w.group_size; ++c) sum += x[c];
+        cache.group_sums[size_t(g)] = sum;
+      }
+      cache.sums_group = w.group_size;
     }
-    prepared.group_sums = buffers.group_sums.data();
+    prepared.group_sums = cache.group_sums.data();
   }
   return prepared;
 }
 
-PrepareBuffers& buffers_for(int which) {
-  thread_local PrepareBuffers buffers[2];
-  return buffers[which];
+// 0: matvec; 1, 2: swiglu gate and up (separate, so a MoE layer's alternating calls all hit).
+PrepareCache& cache_for(int which) {
+  thread_local PrepareCache caches[3];
+  return caches[which];
 }
 
 // Below this many weight bytes a fork/join costs more than it saves.
@@ -130,7 +158,7 @@ void check_pair(const WeightMatrix& gate, const WeightMatrix& up) {
 void matvec(const WeightMatrix& w, const float* x, float* y) {
   check(w, "matvec");
   const Backend& backend = active_backend();
-  const PreparedX prepared = prepare(w, x, backend, buffers_for(0));
+  const PreparedX prepared = prepare(w, x, backend, cache_for(0));
   const int threads = threads_for(w, 1);
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
@@ -157,8 +185,8 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
 void swiglu_matvec(const WeightMatrix& gate, const WeightMatrix& up, const float* x, float* out) {
   check_pair(gate, up);
   const Backend& backend = active_backend();
-  const PreparedX gate_x = prepare(gate, x, backend, buffers_for(0));
-  const PreparedX up_x = prepare(up, x, backend, buffers_for(1));
+  const PreparedX gate_x = prepare(gate, x, backend, cache_for(1));
+  const PreparedX up_x = prepare(up, x, backend, cache_for(2));
   const int threads = threads_for(gate, 2);
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {

@@ -411,7 +411,7 @@ void matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, 
       return;
     case WeightFormat::Affine:
       if (!affine_fast_path(w)) break;
-      if (w.bits == 4 && px.x_nibble_lanes) {
+      if (w.bits == 4 && px.x_nibble_lanes && 128 % w.group_size == 0) {
         for_row_blocks(row_begin, row_end, y, [&](auto rows, int64_t r, float* out) {
           affine4_lanes_rows<decltype(rows)::value>(w, r, px, out);
         });

@@ -89,7 +89,7 @@ void matmul_rows_tiled(const WeightMatrix& w, const float* x, int64_t n, int64_t
   Scratch buffer(kR * ldw);
   for (int64_t i = 0; i < kR * ldw; ++i) buffer.data[i] = 0.0f;
 
-  constexpr int64_t kXBlockBytes = 384 * 1024;
+  constexpr int64_t kXBlockBytes = 512 * 1024;
   int64_t token_block = kXBlockBytes / (cols * 4) / kT * kT;
   if (token_block < kT) token_block = kT;
 

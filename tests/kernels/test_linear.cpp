@@ -24,7 +24,8 @@ std::vector<FormatSpec> all_formats() {
     for (int group : {32, 64, 128})
       for (DType dtype : {DType::BF16, DType::F16, DType::F32})
         specs.push_back({WeightFormat::Affine, bits, group, dtype});
-  specs.push_back({WeightFormat::Affine, 4, 16, DType::BF16});  // group not a vector multiple
+  specs.push_back({WeightFormat::Affine, 4, 16, DType::BF16});   // group not a vector multiple
+  specs.push_back({WeightFormat::Affine, 4, 256, DType::BF16});  // group wider than a chunk
   return specs;
 }
 
@@ -32,6 +33,7 @@ std::vector<int64_t> cols_for(const FormatSpec& spec) {
   switch (spec.format) {
     case WeightFormat::Affine:
       // Multiples of 128 take the AVX-512 nibble-lane path, the others the 32-column one.
+      if (spec.group_size == 256) return {256, 768};
       if (spec.group_size == 128) return {128, 384, 1152};
       return {64, 192, 256, 1088};
     case WeightFormat::NvFp4: return {64, 192, 256, 1088, 1104};  // 1104: a 16-column tail
@@ -118,6 +120,31 @@ TEST(LinearThreads, LargeMatrixSplitsCorrectly) {
       std::vector<float> got(size_t(n * w.rows), NAN);
       kernels::matmul(w, x.data(), n, got.data());
       EXPECT_LT(relative_error(got, want), kTolerance);
+    }
+  }
+}
+
+// matvec caches what it derives from x; rewriting x in place, or switching matrices with other
+// group sizes on the same x, must not reuse stale data.
+TEST(LinearCache, SameActivationPointerWithNewContents) {
+  IsaGuard guard;
+  std::mt19937 rng(11);
+  TestMatrix q4_g32({WeightFormat::Affine, 4, 32, DType::BF16}, 9, 256, 1, rng);
+  TestMatrix q4_g64({WeightFormat::Affine, 4, 64, DType::F16}, 9, 256, 1, rng);
+  TestMatrix fp4({WeightFormat::NvFp4, 4, 16, DType::F8_E4M3}, 9, 256, 1, rng);
+  std::vector<float> x = random_vector(256, rng);
+  for (Isa isa : testable_isas()) {
+    SCOPED_TRACE(kernels::isa_name(isa));
+    kernels::set_isa(isa);
+    for (int round = 0; round < 3; ++round) {
+      for (const TestMatrix* matrix : {&q4_g32, &q4_g64, &fp4}) {
+        const WeightMatrix w = matrix->view(0);
+        std::vector<double> want = reference_matmul(w, x.data(), 1);
+        std::vector<float> got(9, NAN);
+        kernels::matvec(w, x.data(), got.data());
+        EXPECT_LT(relative_error(got, want), kTolerance);
+      }
+      for (float& v : x) v = v * 0.5f + 0.25f;  // same buffer, new values
     }
   }
 }
