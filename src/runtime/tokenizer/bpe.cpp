@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <queue>
 
+#include "runtime/tokenizer/json_scan.h"
 #include "runtime/tokenizer/utf8.h"
 #include "tensor/error.h"
 
@@ -137,7 +138,7 @@ void BpeModel::insert_merge(int32_t left, int32_t right, uint32_t rank, int32_t 
   merges_[slot] = MergeSlot{key, rank, merged};
 }
 
-BpeModel BpeModel::from_json(const Json& model) {
+void BpeModel::check_options(const Json& model) {
   if (!model.is_object()) throw Error("tokenizer.json: no 'model' object");
   const std::string type = model.value("type", std::string("BPE"));
   if (type != "BPE") throw Error("tokenizer.json: unsupported model type '" + type + "' (only BPE)");
@@ -147,84 +148,116 @@ BpeModel BpeModel::from_json(const Json& model) {
   }
   if (auto it = model.find("dropout"); it != model.end() && it->is_number() && it->get<double>() > 0.0)
     throw Error("tokenizer.json: BPE dropout is not supported");
+  ignore_merges_ = model.value("ignore_merges", false);
+}
 
-  const auto vocab = model.find("vocab");
-  if (vocab == model.end() || !vocab->is_object()) throw Error("tokenizer.json: model has no 'vocab' object");
+void BpeModel::add_token(std::string_view text, long long id) {
+  if (id < 0 || id > std::numeric_limits<int32_t>::max())
+    throw Error("tokenizer.json: vocab entry " + describe(text) + " has an invalid id");
+  if (static_cast<size_t>(id) >= texts_.size()) {
+    texts_.resize(static_cast<size_t>(id) + 1);
+    bytes_of_.resize(static_cast<size_t>(id) + 1, {0, 0});
+  }
+  if (!texts_[id].empty()) throw Error("tokenizer.json: vocab id " + std::to_string(id) + " is used twice");
+  if (text.empty()) throw Error("tokenizer.json: vocab has an empty token");
+  texts_[id] = text;
+  ++vocab_count_;
+  const std::optional<std::string> bytes = byte_level_to_bytes(text);
+  // The ByteLevel decoder gives a token outside the alphabet its UTF-8 text unchanged.
+  const std::string_view raw = bytes ? std::string_view(*bytes) : text;
+  bytes_of_[id] = {static_cast<uint32_t>(bytes_arena_.size()), static_cast<uint32_t>(raw.size())};
+  bytes_arena_.append(raw);
+  if (bytes) {
+    if (!by_bytes_.insert(*bytes, static_cast<int32_t>(id)))
+      throw Error("tokenizer.json: vocab token " + describe(text) + " appears twice");
+  } else {
+    odd_tokens_.emplace(std::string(text), static_cast<int32_t>(id));
+  }
+}
 
-  BpeModel bpe;
-  bpe.ignore_merges_ = model.value("ignore_merges", false);
-  bpe.by_bytes_.reserve(vocab->size());
-  int64_t max_id = -1;
-  for (const auto& [text, id] : vocab->items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > std::numeric_limits<int32_t>::max())
-      throw Error("tokenizer.json: vocab entry " + describe(text) + " has an invalid id");
-    max_id = std::max(max_id, id.get<int64_t>());
-  }
-  bpe.texts_.resize(static_cast<size_t>(max_id + 1));
-  bpe.bytes_of_.assign(static_cast<size_t>(max_id + 1), {0, 0});
-  bpe.bytes_arena_.reserve(vocab->size() * 8);
-  for (const auto& [text, id_json] : vocab->items()) {
-    const auto id = static_cast<int32_t>(id_json.get<int64_t>());
-    if (!bpe.texts_[id].empty()) throw Error("tokenizer.json: vocab id " + std::to_string(id) + " is used twice");
-    bpe.texts_[id] = text;
-    ++bpe.vocab_count_;
-    const std::optional<std::string> bytes = byte_level_to_bytes(text);
-    // The ByteLevel decoder gives a token outside the alphabet its UTF-8 text unchanged.
-    const std::string& raw = bytes ? *bytes : text;
-    bpe.bytes_of_[id] = {static_cast<uint32_t>(bpe.bytes_arena_.size()), static_cast<uint32_t>(raw.size())};
-    bpe.bytes_arena_.append(raw);
-    if (bytes) {
-      bpe.by_bytes_.insert(*bytes, id);
-    } else {
-      bpe.odd_tokens_.emplace(text, id);
-    }
-  }
+void BpeModel::finish_vocab() {
+  if (vocab_count_ == 0) throw Error("tokenizer.json: model.vocab is empty");
   for (int b = 0; b < 256; ++b) {
     const char c = static_cast<char>(b);
-    bpe.byte_ids_[b] = bpe.by_bytes_.find(std::string_view(&c, 1));
+    byte_ids_[b] = by_bytes_.find(std::string_view(&c, 1));
   }
+}
 
-  const auto merges = model.find("merges");
-  if (merges == model.end() || !merges->is_array()) throw Error("tokenizer.json: model has no 'merges' array");
+void BpeModel::add_merge(std::string_view left, std::string_view right, size_t rank) {
+  const auto left_id = token_id(left);
+  const auto right_id = token_id(right);
+  std::string joined;
+  joined.reserve(left.size() + right.size());
+  joined.append(left).append(right);
+  const auto merged_id = token_id(joined);
+  if (!left_id || !right_id || !merged_id) {
+    const std::string_view missing = !left_id ? left : !right_id ? right : std::string_view(joined);
+    throw Error("tokenizer.json: merge #" + std::to_string(rank) + " uses token " + describe(missing) +
+                " which is not in the vocab");
+  }
+  pending_merges_.push_back({*left_id, *right_id, *merged_id});
+}
+
+void BpeModel::build_merge_table() {
   size_t table = 16;
   int bits = 4;
-  while (table < merges->size() * 5 / 2 + 1) {
+  while (table < pending_merges_.size() * 5 / 2 + 1) {
     table <<= 1;
     ++bits;
   }
-  bpe.merges_.assign(table, MergeSlot{});
-  bpe.merge_mask_ = table - 1;
-  bpe.merge_shift_ = 64 - bits;
-  uint32_t rank = 0;
+  merges_.assign(table, MergeSlot{});
+  merge_mask_ = table - 1;
+  merge_shift_ = 64 - bits;
+  for (size_t rank = 0; rank < pending_merges_.size(); ++rank) {
+    const PendingMerge& m = pending_merges_[rank];
+    insert_merge(m.left, m.right, static_cast<uint32_t>(rank), m.merged);
+  }
+  pending_merges_ = {};
+}
+
+BpeModel BpeModel::from_json(const Json& model) {
+  BpeModel bpe;
+  bpe.check_options(model);
+  const auto vocab = model.find("vocab");
+  if (vocab == model.end() || !vocab->is_object()) throw Error("tokenizer.json: model has no 'vocab' object");
+  bpe.by_bytes_.reserve(vocab->size());
+  for (const auto& [text, id] : vocab->items()) {
+    if (!id.is_number_integer()) throw Error("tokenizer.json: vocab entry " + describe(text) + " has an invalid id");
+    bpe.add_token(text, id.get<long long>());
+  }
+  bpe.finish_vocab();
+  const auto merges = model.find("merges");
+  if (merges == model.end() || !merges->is_array()) throw Error("tokenizer.json: model has no 'merges' array");
+  size_t rank = 0;
   for (const auto& merge : *merges) {
-    std::string_view left, right;
-    std::string joined;
     if (merge.is_string()) {
       const std::string& line = merge.get_ref<const std::string&>();
       const size_t space = line.find(' ');
       if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos)
         throw Error("tokenizer.json: merge #" + std::to_string(rank) + " " + describe(line) +
                     " is not two tokens separated by one space");
-      left = std::string_view(line).substr(0, space);
-      right = std::string_view(line).substr(space + 1);
+      bpe.add_merge(std::string_view(line).substr(0, space), std::string_view(line).substr(space + 1), rank);
     } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
-      left = merge[0].get_ref<const std::string&>();
-      right = merge[1].get_ref<const std::string&>();
+      bpe.add_merge(merge[0].get_ref<const std::string&>(), merge[1].get_ref<const std::string&>(), rank);
     } else {
       throw Error("tokenizer.json: merge #" + std::to_string(rank) + " is neither \"a b\" nor [\"a\", \"b\"]");
     }
-    const auto left_id = bpe.token_id(left);
-    const auto right_id = bpe.token_id(right);
-    joined.assign(left).append(right);
-    const auto merged_id = bpe.token_id(joined);
-    if (!left_id || !right_id || !merged_id) {
-      const std::string_view missing = !left_id ? left : !right_id ? right : std::string_view(joined);
-      throw Error("tokenizer.json: merge #" + std::to_string(rank) + " uses token " + describe(missing) +
-                  " which is not in the vocab");
-    }
-    bpe.insert_merge(*left_id, *right_id, rank, *merged_id);
     ++rank;
   }
+  bpe.build_merge_table();
+  return bpe;
+}
+
+BpeModel BpeModel::from_json(const Json& model, std::string_view vocab_json, std::string_view merges_json) {
+  BpeModel bpe;
+  bpe.check_options(model);
+  // An entry takes at least ~8 characters of JSON ("ab": 12,); over-reserving is cheap.
+  bpe.by_bytes_.reserve(vocab_json.size() / 24 + 16);
+  scan_vocab(vocab_json, [&](std::string_view text, long long id) { bpe.add_token(text, id); });
+  bpe.finish_vocab();
+  scan_merges(merges_json,
+              [&](std::string_view left, std::string_view right, size_t rank) { bpe.add_merge(left, right, rank); });
+  bpe.build_merge_table();
   return bpe;
 }
 

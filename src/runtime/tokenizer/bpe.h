@@ -46,6 +46,9 @@ class BpeModel {
  public:
   // `model` is tokenizer.json's "model" object; throws inkling::Error naming the problem.
   static BpeModel from_json(const nlohmann::json& model);
+  // Same, with model.vocab and model.merges given as raw JSON text (streamed, fast);
+  // the corresponding members of `model` are ignored.
+  static BpeModel from_json(const nlohmann::json& model, std::string_view vocab_json, std::string_view merges_json);
 
   // Appends the ids of one pre-tokenized piece (raw bytes).
   void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
@@ -79,6 +82,16 @@ class BpeModel {
     }
   }
   void insert_merge(int32_t left, int32_t right, uint32_t rank, int32_t merged);
+  void check_options(const nlohmann::json& model);
+  void add_token(std::string_view text, long long id);
+  void finish_vocab();
+  void add_merge(std::string_view left, std::string_view right, size_t rank);
+  void build_merge_table();
+
+  struct PendingMerge {
+    int32_t left, right, merged;
+  };
+  std::vector<PendingMerge> pending_merges_;
   void merge_small(const int32_t* initial, size_t n, std::vector<int32_t>& out) const;
   void merge_large(const int32_t* initial, size_t n, std::vector<int32_t>& out) const;
 

@@ -7,6 +7,7 @@
 
 #include "runtime/tokenizer/added_tokens.h"
 #include "runtime/tokenizer/bpe.h"
+#include "runtime/tokenizer/json_scan.h"
 #include "runtime/tokenizer/pre_tokenizer.h"
 #include "runtime/tokenizer/utf8.h"
 #include "tensor/error.h"
@@ -140,7 +141,22 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view config_json) {
-  const Json root = parse_json(tokenizer_json, "tokenizer.json");
+  // Stream the two big tables and DOM-parse only the rest (see json_scan.h).
+  const auto tables = tok_detail::find_model_tables(tokenizer_json);
+  Json root;
+  if (tables) {
+    const auto [first, second] = tables->vocab.begin < tables->merges.begin
+                                     ? std::pair{tables->vocab, tables->merges}
+                                     : std::pair{tables->merges, tables->vocab};
+    std::string rest;
+    rest.reserve(tokenizer_json.size() - (first.end - first.begin) - (second.end - second.begin) + 4);
+    rest.append(tokenizer_json.substr(0, first.begin)).append("null");
+    rest.append(tokenizer_json.substr(first.end, second.begin - first.end)).append("null");
+    rest.append(tokenizer_json.substr(second.end));
+    root = parse_json(rest, "tokenizer.json");
+  } else {
+    root = parse_json(tokenizer_json, "tokenizer.json");
+  }
   if (!root.is_object()) throw Error("tokenizer.json: the top level is not an object");
   auto impl = std::make_unique<Impl>();
 
@@ -150,7 +166,12 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
   }
   const auto model = root.find("model");
   if (model == root.end() || model->is_null()) throw Error("tokenizer.json: missing 'model'");
-  impl->bpe = tok_detail::BpeModel::from_json(*model);
+  if (tables) {
+    const auto span = [&](tok_detail::JsonSpan x) { return tokenizer_json.substr(x.begin, x.end - x.begin); };
+    impl->bpe = tok_detail::BpeModel::from_json(*model, span(tables->vocab), span(tables->merges));
+  } else {
+    impl->bpe = tok_detail::BpeModel::from_json(*model);
+  }
 
   const auto pre = root.find("pre_tokenizer");
   impl->pre_tokenizer = tok_detail::PreTokenizer::from_json(pre == root.end() ? Json() : *pre);
