@@ -279,7 +279,7 @@ void affine4_lanes_rows(const WeightMatrix& w, int64_t r, const PreparedX& px, f
   const __m512i lane_group = _mm512_srli_epi32(
       _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120),
       __builtin_ctz(unsigned(w.group_size)));
-  const __mmask16 group_mask = tail_mask(groups_per_chunk);
+  __m512 scale_block[R];
   for (int64_t ch = 0; ch < chunks; ++ch) {
     const float* xk = px.x_nibble_lanes + 128 * ch;
     __m512i v[R];
@@ -310,13 +310,20 @@ void affine4_lanes_rows(const WeightMatrix& w, int64_t r, const PreparedX& px, f
     step(std::integral_constant<int, 5>());
     step(std::integral_constant<int, 6>());
     step(std::integral_constant<int, 7>());
+    const int64_t first_group = ch * groups_per_chunk;
+    if (first_group % 16 == 0) {  // convert the scales of the next 16 groups once
+      const int64_t left = groups - first_group;
+      const __mmask16 mask = left >= 16 ? __mmask16(0xffff) : tail_mask(left);
 #pragma GCC unroll 4
-    for (int i = 0; i < R; ++i) {
-      __m512 chunk_scales = load_params16(scales[i], w.scale_dtype, ch * groups_per_chunk,
-                                          group_mask);
-      acc[i] = _mm512_fmadd_ps(_mm512_add_ps(t0[i], t1[i]),
-                               _mm512_permutexvar_ps(lane_group, chunk_scales), acc[i]);
+      for (int i = 0; i < R; ++i)
+        scale_block[i] = load_params16(scales[i], w.scale_dtype, first_group, mask);
     }
+    const __m512i lane_scale =
+        _mm512_add_epi32(lane_group, _mm512_set1_epi32(int(first_group % 16)));
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i)
+      acc[i] = _mm512_fmadd_ps(_mm512_add_ps(t0[i], t1[i]),
+                               _mm512_permutexvar_ps(lane_scale, scale_block[i]), acc[i]);
   }
 #pragma GCC unroll 4
   for (int i = 0; i < R; ++i) {
