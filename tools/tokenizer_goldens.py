@@ -274,8 +274,105 @@ def make_corpus():
             f.write(json.dumps({"ids": ids,
                                 "text": tok.decode(ids, skip_special_tokens=False),
                                 "skip": tok.decode(ids, skip_special_tokens=True)}, ensure_ascii=False) + "\n")
+    make_synthetic()
     total = sum(len(t.encode("utf-8")) for t in records)
     print("wrote %d records, %d bytes" % (len(records), total))
+
+
+SYNTHETIC_TEXTS = [
+    "Hello world, hello  WORLD!\tTabs\tand  spaces   here 12345 and 6 7",
+    "  leading spaces and trailing   ", "it's I'M we'LL they're", "a1b22c333--d----e",
+    "[MASK] hello world [MASK]  x [MASK]y tony ony, ony <|special|>ok<|special|>",
+    "Привет мир ελληνικά 中文 😀👍🏽 e\u0301", "line1\nline2\r\n\r\nline3\n\n", "", "--", "   ",
+]
+
+
+def synthetic_tokenizers():
+    import json
+    full = json.load(open(TOKENIZER_JSON, encoding="utf-8"))
+    byte_chars = []
+    # GPT-2 byte alphabet
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) + list(range(ord("\xae"), 256))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    table = dict(zip(bs, cs))
+    byte_chars = [chr(table[b]) for b in range(256)]
+    vocab = {c: i for i, c in enumerate(byte_chars)}
+    merges = []
+    for m in full["model"]["merges"]:
+        a, b = m.split(" ") if isinstance(m, str) else m
+        if a in vocab and b in vocab and a + b not in vocab:
+            vocab[a + b] = len(vocab)
+            merges.append([a, b])
+            if len(vocab) >= 1200:
+                break
+    base = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+            "post_processor": None, "decoder": {"type": "ByteLevel", "add_prefix_space": True,
+                                                  "trim_offsets": True, "use_regex": True},
+            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                      "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                      "ignore_merges": False, "vocab": vocab, "merges": merges}}
+
+    def byte_level(prefix=False, regex=False):
+        return {"type": "ByteLevel", "add_prefix_space": prefix, "trim_offsets": True, "use_regex": regex}
+
+    cases = []
+    gpt2 = json.loads(json.dumps(base))
+    gpt2["pre_tokenizer"] = byte_level(True, True)
+    gpt2["added_tokens"] = [
+        {"id": 1200, "content": "<|special|>", "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": False, "special": True},
+        {"id": 1201, "content": "[MASK]", "single_word": False, "lstrip": True, "rstrip": True,
+         "normalized": False, "special": False},
+        {"id": 1202, "content": "ony", "single_word": True, "lstrip": False, "rstrip": False,
+         "normalized": False, "special": False},
+        {"id": 1203, "content": "hello world", "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": True, "special": False},
+    ]
+    cases.append(("gpt2_bytelevel_added", gpt2))
+    for behavior in ["Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous"]:
+        for invert in [False, True]:
+            t = json.loads(json.dumps(base))
+            t["model"]["ignore_merges"] = True
+            t["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": r"\s+|[0-9]"}, "behavior": behavior, "invert": invert},
+                byte_level()]}
+            cases.append(("split_%s_%s" % (behavior, "inverted" if invert else "plain"), t))
+    t = json.loads(json.dumps(base))
+    t["model"]["merges"] = [" ".join(m) for m in merges]
+    t["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"String": "--"}, "behavior": "Removed", "invert": False},
+        byte_level(False, True)]}
+    cases.append(("split_string_then_gpt2_regex", t))
+    return cases, base
+
+
+def make_synthetic():
+    import json
+    from tokenizers import Tokenizer
+    cases, base = synthetic_tokenizers()
+    # The C++ test rebuilds each tokenizer.json from "base" plus the case's fields.
+    out = {"base": base, "texts": SYNTHETIC_TEXTS, "cases": []}
+    for name, config in cases:
+        text = json.dumps(config, ensure_ascii=False)
+        tok = Tokenizer.from_str(text)
+        entry = {"name": name, "pre_tokenizer": config["pre_tokenizer"], "added_tokens": config["added_tokens"],
+                 "ignore_merges": config["model"]["ignore_merges"],
+                 "string_merges": isinstance(config["model"]["merges"][0], str), "ids": [], "plain_ids": []}
+        for t in SYNTHETIC_TEXTS:
+            tok.encode_special_tokens = False
+            entry["ids"].append(tok.encode(t, add_special_tokens=False).ids)
+            tok.encode_special_tokens = True
+            entry["plain_ids"].append(tok.encode(t, add_special_tokens=False).ids)
+        out["cases"].append(entry)
+    with open(os.path.join(DATA_DIR, "synthetic.json"), "w", encoding="utf-8") as f:
+        json.dump(out, f, ensure_ascii=False, separators=(",", ":"))
+    print("wrote %d synthetic tokenizers" % len(out["cases"]))
 
 
 def bench():

@@ -2,6 +2,7 @@
 // and the golden files written by tools/tokenizer_goldens.py.
 #pragma once
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
