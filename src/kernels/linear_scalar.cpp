@@ -1,6 +1,7 @@
 // Portable kernels: the fallback on CPUs without AVX2, and the path for shapes the SIMD kernels
 // do not special-case (e.g. affine group sizes that are not a multiple of the vector width).
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -21,12 +22,79 @@ float dot(const float* a, const float* b, int64_t n) {
   return sum;
 }
 
+float load_param(const uint8_t* p, DType dtype, int64_t index) {
+  uint16_t bits;
+  switch (dtype) {
+    case DType::BF16: std::memcpy(&bits, p + 2 * index, 2); return bf16_to_f32(bits);
+    case DType::F16: std::memcpy(&bits, p + 2 * index, 2); return f16_to_f32(bits);
+    default: {
+      float value;
+      std::memcpy(&value, p + 4 * index, 4);
+      return value;
+    }
+  }
+}
+
+// dequantize_row with the per-element dispatch hoisted: same values, several times faster.
+void decode_row(const WeightMatrix& w, int64_t r, float* out) {
+  const uint8_t* src = w.data + r * w.row_stride;
+  switch (w.format) {
+    case WeightFormat::BF16:
+      for (int64_t c = 0; c < w.cols; ++c) {
+        uint16_t bits;
+        std::memcpy(&bits, src + 2 * c, 2);
+        out[c] = bf16_to_f32(bits);
+      }
+      return;
+    case WeightFormat::Affine: {
+      const uint8_t* scales = w.scales + r * w.scales_row_stride;
+      const uint8_t* biases = w.biases + r * w.biases_row_stride;
+      for (int64_t g = 0; g < w.cols / w.group_size; ++g) {
+        const float scale = load_param(scales, w.scale_dtype, g);
+        const float bias = load_param(biases, w.scale_dtype, g);
+        const int64_t begin = g * w.group_size, end = begin + w.group_size;
+        if (w.bits == 8) {
+          for (int64_t c = begin; c < end; ++c) out[c] = scale * float(src[c]) + bias;
+        } else {  // group_size is even (checked), so a group starts on a byte
+          for (int64_t c = begin; c < end; c += 2) {
+            out[c] = scale * float(src[c / 2] & 15) + bias;
+            out[c + 1] = scale * float(src[c / 2] >> 4) + bias;
+          }
+        }
+      }
+      return;
+    }
+    case WeightFormat::NvFp4: {
+      const uint8_t* scales = w.scales + r * w.scales_row_stride;
+      const float* table = e4m3_table();
+      static constexpr float kValues[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,
+                                            4.0f,  6.0f,  -0.0f, -0.5f, -1.0f, -1.5f,
+                                            -2.0f, -3.0f, -4.0f, -6.0f};
+      for (int64_t block = 0; block < w.cols / 16; ++block) {
+        const float scale = table[scales[block]];
+        for (int64_t c = 16 * block; c < 16 * block + 16; c += 2) {
+          const uint8_t byte = src[c / 2];
+          out[c] = kValues[byte & 15] * scale * w.global_scale;
+          out[c + 1] = kValues[byte >> 4] * scale * w.global_scale;
+        }
+      }
+      return;
+    }
+    default: dequantize_row(w, r, out);
+  }
+}
+
 void matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end,
                  float* y) {
   std::vector<float> row(size_t(w.cols));
   for (int64_t r = row_begin; r < row_end; ++r) {
-    dequantize_row(w, r, row.data());
-    y[r - row_begin] = dot(row.data(), px.x, w.cols);
+    const float* values = row.data();
+    if (w.format == WeightFormat::F32 && (w.row_stride & 3) == 0 &&
+        (reinterpret_cast<uintptr_t>(w.data) & 3) == 0)
+      values = reinterpret_cast<const float*>(w.data + r * w.row_stride);
+    else
+      decode_row(w, r, row.data());
+    y[r - row_begin] = dot(values, px.x, w.cols);
   }
 }
 
@@ -34,7 +102,7 @@ void matmul_rows(const WeightMatrix& w, const float* x, int64_t n, int64_t row_b
                  int64_t row_end, float* y, int64_t ldy) {
   std::vector<float> row(size_t(w.cols));
   for (int64_t r = row_begin; r < row_end; ++r) {
-    dequantize_row(w, r, row.data());
+    decode_row(w, r, row.data());
     for (int64_t t = 0; t < n; ++t) y[t * ldy + r - row_begin] = dot(row.data(), x + t * w.cols, w.cols);
   }
 }
