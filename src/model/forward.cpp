@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "kernels/linear.h"
+#include "model/layers.h"
 #include "tensor/error.h"
 
 namespace inkling {
@@ -20,7 +21,7 @@ void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* 
 }
 
 std::vector<float> to_f32(const TensorView& view) {
-  std::vector<float> out(size_t(view.numel()));
+  std::vector<float> out(static_cast<size_t>(view.numel()));
   for (size_t i = 0; i < out.size(); ++i) out[i] = view.at_f32(i);
   return out;
 }
@@ -28,9 +29,6 @@ std::vector<float> to_f32(const TensorView& view) {
 namespace {
 
 inline float silu(float v) { return v / (1.0f + std::exp(-v)); }
-
-// Numerically stable log(sigmoid(x)) = -log(1 + exp(-x)).
-inline double log_sigmoid(double x) { return x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x)); }
 
 inline void store_kv(uint8_t* dst, const float* src, int64_t n, DType dtype) {
   if (dtype == DType::F32) {
@@ -176,28 +174,6 @@ void InklingModel::forward_all(SequenceState& state, std::span<const int32_t> to
   }
 }
 
-void InklingModel::short_conv(float* data, int64_t n, int64_t channels, const std::vector<float>& taps,
-                              std::vector<float>& conv_state, const float* residual, float* out) {
-  // y[t] = u[t] + sum_j w[j] * xp[t + j] with xp = [state (K-1 rows); u], all f32; then the
-  // state becomes the last K-1 rows of xp.
-  const int64_t k = config_.conv_kernel, history = k - 1;
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < channels; ++c) {
-    float window[16];
-    for (int64_t j = 0; j < history; ++j) window[j] = conv_state[size_t(j * channels + c)];
-    const float* w = taps.data() + c * k;
-    for (int64_t t = 0; t < n; ++t) {
-      float u = data[t * channels + c];
-      float y = u + w[history] * u;
-      for (int64_t j = 0; j < history; ++j) y += w[j] * window[j];
-      for (int64_t j = 0; j + 1 < history; ++j) window[j] = window[j + 1];
-      if (history > 0) window[history - 1] = u;
-      out[t * channels + c] = residual ? residual[t * channels + c] + y : y;
-    }
-    for (int64_t j = 0; j < history; ++j) conv_state[size_t(j * channels + c)] = window[j];
-  }
-}
-
 void InklingModel::forward_chunk(SequenceState& state, const int32_t* tokens, int64_t n, float* logits,
                                  bool all_logits) {
   const TextConfig& c = config_;
@@ -211,10 +187,10 @@ void InklingModel::forward_chunk(SequenceState& state, const int32_t* tokens, in
     LayerState& ls = state.layers[layer];
     for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * h, lv.attn_norm.data(), h, c.rms_norm_eps, h_.data() + t * h);
     attention(int(layer), state, n);  // reads h_, writes a_
-    short_conv(a_.data(), n, h, lv.attn_conv, ls.conv[2], x_.data(), x_.data());
+    short_conv(a_.data(), n, h, lv.attn_conv.data(), c.conv_kernel, ls.conv[2].data(), x_.data(), x_.data());
     for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * h, lv.mlp_norm.data(), h, c.rms_norm_eps, h_.data() + t * h);
     mlp(int(layer), n);  // reads h_, writes m_
-    short_conv(m_.data(), n, h, lv.mlp_conv, ls.conv[3], x_.data(), x_.data());
+    short_conv(m_.data(), n, h, lv.mlp_conv.data(), c.conv_kernel, ls.conv[3].data(), x_.data(), x_.data());
   }
   for (int32_t i = 0; i < n; ++i) state.tokens.push_back(tokens[i]);
   state.position += n;
@@ -246,8 +222,8 @@ void InklingModel::attention(int layer, SequenceState& state, int64_t n) {
   kernels::matmul(lw.attn.k, h_.data(), n, k_.data());
   kernels::matmul(lw.attn.v, h_.data(), n, v_.data());
   kernels::matmul(lw.attn.r, h_.data(), n, r_.data());
-  short_conv(k_.data(), n, kvd, lv.k_conv, ls.conv[0], nullptr, k_.data());
-  short_conv(v_.data(), n, kvd, lv.v_conv, ls.conv[1], nullptr, v_.data());
+  short_conv(k_.data(), n, kvd, lv.k_conv.data(), c.conv_kernel, ls.conv[0].data(), nullptr, k_.data());
+  short_conv(v_.data(), n, kvd, lv.v_conv.data(), c.conv_kernel, ls.conv[1].data(), nullptr, v_.data());
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t g = 0; g < nkv; ++g) {
       float* kh = k_.data() + t * kvd + g * d;
@@ -267,16 +243,13 @@ void InklingModel::attention(int layer, SequenceState& state, int64_t n) {
   const KvCache& kv = ls.kv;
 #pragma omp parallel
   {
-    std::vector<float> scores(size_t(pos0 + n));
+    std::vector<float> scores(static_cast<size_t>(pos0 + n));
 #pragma omp for schedule(dynamic, 1)
     for (int64_t item = 0; item < n * nh; ++item) {
       const int64_t t = item / nh, head = item % nh, kv_head = head / group;
       const int64_t p = pos0 + t;
       const int64_t lo = s.sliding ? std::max<int64_t>(0, p - c.sliding_window + 1) : 0;
-      float tau = 1.0f;
-      if (global_tau)
-        tau = 1.0f + c.log_scaling_alpha *
-                         std::log(std::max(float(p + 1) / float(*c.log_scaling_n_floor), 1.0f));
+      const float tau = global_tau ? log_position_tau(p + 1, *c.log_scaling_n_floor, c.log_scaling_alpha) : 1.0f;
       const float* q = q_.data() + t * qd + head * d;
       const float* r = r_.data() + t * nh * dr + head * dr;
       float best = -INFINITY;
@@ -325,29 +298,11 @@ void InklingModel::mlp(int layer, int64_t n) {
   // k routed + shared raw logits, times route_scale x global_scale.
   std::vector<int32_t> chosen(static_cast<size_t>(n * top_k));
   std::vector<float> weight(static_cast<size_t>(n * (top_k + shared)));
-  std::vector<int32_t> order(static_cast<size_t>(routed));
-  std::vector<float> score(static_cast<size_t>(routed));
   for (int64_t t = 0; t < n; ++t) {
-    const float* logit = router_logits_.data() + t * total;
-    for (int64_t e = 0; e < routed; ++e) score[size_t(e)] = 1.0f / (1.0f + std::exp(-logit[e])) + mw.correction_bias[size_t(e)];
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + top_k, order.end(), [&](int32_t a, int32_t b) {
-      return score[size_t(a)] > score[size_t(b)] || (score[size_t(a)] == score[size_t(b)] && a < b);
-    });
-    double lp[64];
-    double max_lp = -INFINITY;
-    for (int64_t i = 0; i < top_k + shared; ++i) {
-      double l = i < top_k ? logit[order[size_t(i)]] : logit[routed + (i - top_k)];
-      lp[i] = log_sigmoid(l);
-      max_lp = std::max(max_lp, lp[i]);
-    }
-    double sum = 0.0;
-    for (int64_t i = 0; i < top_k + shared; ++i) sum += std::exp(lp[i] - max_lp);
-    for (int64_t i = 0; i < top_k + shared; ++i) {
-      weight[size_t(t * (top_k + shared) + i)] =
-          float(std::exp(lp[i] - max_lp) / sum * c.route_scale * mw.global_scale);
-      if (i < top_k) chosen[size_t(t * top_k + i)] = order[size_t(i)];
-    }
+    RouteDecision decision = route_token(router_logits_.data() + t * total, mw.correction_bias.data(), routed, shared,
+                                         top_k, c.route_scale, mw.global_scale);
+    std::copy(decision.experts.begin(), decision.experts.end(), chosen.begin() + t * top_k);
+    std::copy(decision.weights.begin(), decision.weights.end(), weight.begin() + t * (top_k + shared));
   }
   std::fill(m_.begin(), m_.begin() + n * h, 0.0f);
   // Routed experts: gather each expert's tokens so its weights are read once per chunk.

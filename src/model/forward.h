@@ -36,13 +36,10 @@ class InklingModel {
   std::function<void(int64_t, int64_t)> on_prefill_progress;
 
  private:
-  struct LayerCache;
   void check_tokens(const SequenceState& state, std::span<const int32_t> tokens) const;
   void forward_chunk(SequenceState& state, const int32_t* tokens, int64_t n, float* logits, bool all_logits);
   void attention(int layer, SequenceState& state, int64_t n);
   void mlp(int layer, int64_t n);
-  void short_conv(float* data, int64_t n, int64_t channels, const std::vector<float>& taps,
-                  std::vector<float>& conv_state, const float* residual, float* out);
 
   const Checkpoint& checkpoint_;
   const ModelWeights& weights_;

@@ -146,7 +146,7 @@ std::map<std::string, double> weight_difference(const Checkpoint& a, const Check
     for (size_t i = 0; i < matrices.size(); ++i) {
       const WeightMatrix& x = *matrices[i];
       const WeightMatrix& y = *other[i];
-      std::vector<float> rx(size_t(x.cols)), ry(size_t(y.cols));
+      std::vector<float> rx(static_cast<size_t>(x.cols)), ry(size_t(y.cols));
       // Sample rows so the report on a multi-GB checkpoint stays quick.
       int64_t step = std::max<int64_t>(1, x.rows / 64);
       for (int64_t r = 0; r < x.rows; r += step) {

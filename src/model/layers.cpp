@@ -1,0 +1,62 @@
+#include "model/layers.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "tensor/error.h"
+
+namespace inkling {
+
+void short_conv(const float* u, int64_t n, int64_t channels, const float* taps, int64_t kernel, float* state,
+                const float* residual, float* out) {
+  const int64_t history = kernel - 1;
+  if (history > 15) throw Error("short convolution kernel longer than 16 taps");
+#pragma omp parallel for schedule(static) if (channels * n > 4096)
+  for (int64_t c = 0; c < channels; ++c) {
+    float window[16];
+    for (int64_t j = 0; j < history; ++j) window[j] = state[j * channels + c];
+    const float* w = taps + c * kernel;
+    for (int64_t t = 0; t < n; ++t) {
+      const float value = u[t * channels + c];
+      float y = value + w[history] * value;
+      for (int64_t j = 0; j < history; ++j) y += w[j] * window[j];
+      for (int64_t j = 0; j + 1 < history; ++j) window[j] = window[j + 1];
+      if (history > 0) window[history - 1] = value;
+      out[t * channels + c] = residual ? residual[t * channels + c] + y : y;
+    }
+    for (int64_t j = 0; j < history; ++j) state[j * channels + c] = window[j];
+  }
+}
+
+float log_position_tau(int64_t position_1based, int64_t n_floor, float alpha) {
+  return 1.0f + alpha * std::log(std::max(float(position_1based) / float(n_floor), 1.0f));
+}
+
+RouteDecision route_token(const float* logits, const float* correction_bias, int64_t routed, int64_t shared,
+                          int64_t top_k, float route_scale, float global_scale) {
+  std::vector<float> score(static_cast<size_t>(routed));
+  for (int64_t e = 0; e < routed; ++e) score[size_t(e)] = 1.0f / (1.0f + std::exp(-logits[e])) + correction_bias[e];
+  std::vector<int32_t> order(static_cast<size_t>(routed));
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + top_k, order.end(), [&](int32_t a, int32_t b) {
+    return score[size_t(a)] > score[size_t(b)] || (score[size_t(a)] == score[size_t(b)] && a < b);
+  });
+  RouteDecision decision;
+  decision.experts.assign(order.begin(), order.begin() + top_k);
+  std::vector<double> log_sig(static_cast<size_t>(top_k + shared));
+  double max_value = -INFINITY;
+  for (int64_t i = 0; i < top_k + shared; ++i) {
+    double l = i < top_k ? logits[decision.experts[size_t(i)]] : logits[routed + (i - top_k)];
+    // log(sigmoid(l)), stable on both sides
+    log_sig[size_t(i)] = l >= 0 ? -std::log1p(std::exp(-l)) : l - std::log1p(std::exp(l));
+    max_value = std::max(max_value, log_sig[size_t(i)]);
+  }
+  double total = 0.0;
+  for (double v : log_sig) total += std::exp(v - max_value);
+  for (double v : log_sig)
+    decision.weights.push_back(float(std::exp(v - max_value) / total * route_scale * global_scale));
+  return decision;
+}
+
+}  // namespace inkling

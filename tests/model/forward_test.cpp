@@ -1,0 +1,142 @@
+// Production forward pass against the reference, caches, causality and parity, on tiny
+// checkpoints of every layout.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "model/forward.h"
+#include "model/reference.h"
+#include "model_fixture.h"
+#include "tensor/error.h"
+
+namespace inkling {
+namespace {
+
+using testing::max_abs_diff;
+using testing::open_tiny;
+using testing::random_tokens;
+
+class EveryLayout : public ::testing::TestWithParam<std::string> {};
+
+// 80 tokens: past the window (16), the global layer's extent (24) and the tau floor (32).
+constexpr int64_t kTokens = 80;
+
+TEST_P(EveryLayout, ProductionMatchesReference) {
+  const Checkpoint& ckpt = open_tiny(GetParam());
+  std::vector<int32_t> tokens = random_tokens(kTokens, 11);
+  std::vector<float> expected = reference::forward(ckpt, tokens);
+  RunOptions options;
+  options.kv_dtype = DType::F32;
+  options.max_chunk = 32;  // chunked, so the ring cache wraps
+  options.context = 128;
+  InklingModel model(ckpt, options);
+  SequenceState state = model.new_sequence();
+  std::vector<float> logits;
+  model.forward_all(state, tokens, logits);
+  double diff = max_abs_diff(logits, expected), spread = testing::stddev(expected);
+  std::printf("[%s] production vs reference: max |diff| %.3g, logits std %.3g, ratio %.2g\n", GetParam().c_str(),
+              diff, spread, diff / spread);
+  EXPECT_LT(diff, 1e-3 * spread);
+}
+
+TEST_P(EveryLayout, PrefillIsCausal) {
+  const Checkpoint& ckpt = open_tiny(GetParam());
+  std::vector<int32_t> tokens = random_tokens(kTokens, 12);
+  RunOptions options;
+  options.kv_dtype = DType::F32;
+  InklingModel model(ckpt, options);
+  std::vector<float> full, prefix;
+  SequenceState a = model.new_sequence(), b = model.new_sequence();
+  model.forward_all(a, tokens, full);
+  std::vector<int32_t> head(tokens.begin(), tokens.begin() + 40);
+  tokens[45] = (tokens[45] + 1) % 200058;  // later tokens differ: earlier logits must not move
+  model.forward_all(b, head, prefix);
+  EXPECT_EQ(max_abs_diff(prefix, full), 0.0);
+}
+
+void expect_decode_matches_prefill(const std::string& layout, DType kv_dtype, double tolerance) {
+  const Checkpoint& ckpt = open_tiny(layout);
+  std::vector<int32_t> tokens = random_tokens(kTokens, 13);
+  RunOptions options;
+  options.kv_dtype = kv_dtype;
+  InklingModel model(ckpt, options);
+  SequenceState one_shot = model.new_sequence(), stepped = model.new_sequence();
+  std::vector<float> all;
+  model.forward_all(one_shot, tokens, all);
+  std::vector<float> step(static_cast<size_t>(model.vocab()));
+  double worst = 0.0;
+  for (int64_t t = 0; t < kTokens; ++t) {
+    model.prefill(stepped, std::span<const int32_t>(&tokens[size_t(t)], 1), step.data());
+    worst = std::max(worst, max_abs_diff(step, all, size_t(t * model.vocab()), step.size()));
+  }
+  std::printf("[%s] decode vs prefill (%s KV): max |diff| %.3g\n", layout.c_str(), std::string(dtype_name(kv_dtype)).c_str(), worst);
+  EXPECT_LT(worst, tolerance);
+}
+
+TEST_P(EveryLayout, DecodeMatchesPrefillF32Kv) { expect_decode_matches_prefill(GetParam(), DType::F32, 1e-4); }
+TEST_P(EveryLayout, DecodeMatchesPrefillBf16Kv) { expect_decode_matches_prefill(GetParam(), DType::BF16, 3e-3); }
+
+TEST_P(EveryLayout, ChunkedPrefillEqualsOneShot) {
+  const Checkpoint& ckpt = open_tiny(GetParam());
+  std::vector<int32_t> tokens = random_tokens(kTokens, 14);
+  RunOptions big, small;
+  big.kv_dtype = small.kv_dtype = DType::F32;
+  big.max_chunk = 256;
+  small.max_chunk = 7;
+  InklingModel model_big(ckpt, big), model_small(ckpt, small);
+  SequenceState a = model_big.new_sequence(), b = model_small.new_sequence();
+  std::vector<float> la(static_cast<size_t>(model_big.vocab())), lb(la.size());
+  model_big.prefill(a, tokens, la.data());
+  model_small.prefill(b, tokens, lb.data());
+  EXPECT_LT(max_abs_diff(la, lb), 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiny, EveryLayout, ::testing::ValuesIn(testing::all_layouts()),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& ch : name)
+                             if (ch == '-') ch = '_';
+                           return name;
+                         });
+
+TEST(SequenceState, SnapshotRestoreReplaysExactly) {
+  const Checkpoint& ckpt = open_tiny("original-bf16");
+  InklingModel model(ckpt, RunOptions{});
+  std::vector<int32_t> tokens = random_tokens(60, 15);
+  SequenceState state = model.new_sequence();
+  std::vector<float> logits(static_cast<size_t>(model.vocab())), first(logits.size()), again(logits.size());
+  model.prefill(state, std::span<const int32_t>(tokens.data(), 40), logits.data());
+  SequenceState snapshot = state;  // copy = snapshot
+  model.prefill(state, std::span<const int32_t>(tokens.data() + 40, 20), first.data());
+  std::vector<int32_t> other = random_tokens(20, 16);
+  model.prefill(state, other, logits.data());  // advance somewhere else
+  state = snapshot;                             // restore
+  model.prefill(state, std::span<const int32_t>(tokens.data() + 40, 20), again.data());
+  EXPECT_EQ(max_abs_diff(first, again), 0.0);
+  EXPECT_EQ(state.position, 60);
+}
+
+TEST(BadInput, ClearErrors) {
+  const Checkpoint& ckpt = open_tiny("original-bf16");
+  RunOptions options;
+  options.context = 16;
+  InklingModel model(ckpt, options);
+  SequenceState state = model.new_sequence();
+  std::vector<float> logits(static_cast<size_t>(model.vocab()));
+  auto expect_error = [&](std::vector<int32_t> tokens, const std::string& words) {
+    try {
+      model.prefill(state, tokens, logits.data());
+      FAIL() << "no error for " << words;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  expect_error({}, "empty prompt");
+  expect_error({1, 200058}, "out of range");
+  expect_error({-1}, "out of range");
+  expect_error(random_tokens(17, 3), "context limit");
+  EXPECT_EQ(state.position, 0);  // nothing was consumed by the failed calls
+}
+
+}  // namespace
+}  // namespace inkling
