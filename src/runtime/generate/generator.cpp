@@ -17,8 +17,8 @@ GenerateResult generate(InklingModel& model, SequenceState& state, std::span<con
   Sampler sampler(options.sampling);
   GenerateResult result;
   result.prompt_tokens = int64_t(prompt.size());
-  std::vector<float> logits(size_t(model.vocab()));
-  std::vector<float> chosen_logits(size_t(model.vocab()));
+  std::vector<float> logits(static_cast<size_t>(model.vocab()));
+  std::vector<float> chosen_logits(static_cast<size_t>(model.vocab()));
   using Clock = std::chrono::steady_clock;
   auto start = Clock::now();
   model.prefill(state, prompt, logits.data());
