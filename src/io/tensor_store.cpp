@@ -1,0 +1,182 @@
+// A checkpoint directory: one model.safetensors, index-listed shards, or loose .safetensors files.
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <system_error>
+
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+
+namespace inkling {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kIndexName = "model.safetensors.index.json";
+constexpr const char* kSingleName = "model.safetensors";
+
+std::string in_quotes(std::string_view text) {
+  std::string out = "\"";
+  out += text;
+  out += '"';
+  return out;
+}
+
+bool is_regular(const fs::path& path) {
+  std::error_code ec;
+  return fs::is_regular_file(path, ec);
+}
+
+// A shard name from the index must be a plain relative path that stays inside the directory.
+bool is_safe_shard_name(const std::string& name) {
+  if (name.empty()) return false;
+  fs::path path(name);
+  if (path.is_absolute() || path.has_root_name()) return false;
+  for (const fs::path& part : path)
+    if (part == "..") return false;
+  return true;
+}
+
+}  // namespace
+
+TensorStore TensorStore::open_dir(const fs::path& dir) {
+  TensorStore store;
+  store.dir_ = dir;
+  const std::string dir_label = dir.string();
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw Error(dir_label + ": not a directory");
+
+  const fs::path index_path = dir / kIndexName;
+  if (fs::exists(index_path, ec)) {
+    const std::string index_label = index_path.string();
+    std::ifstream in(index_path, std::ios::binary);
+    if (!in) throw Error(index_label + ": cannot open");
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    json index;
+    try {
+      index = json::parse(buffer.str());
+    } catch (const json::exception& error) {
+      std::string detail = error.what();
+      size_t at = detail.find("] ");
+      if (at != std::string::npos) detail = detail.substr(at + 2);
+      throw Error(index_label + ": not valid JSON: " + detail);
+    }
+    if (!index.is_object()) throw Error(index_label + ": not a JSON object");
+    auto weight_map_it = index.find("weight_map");
+    if (weight_map_it == index.end()) throw Error(index_label + ": missing \"weight_map\"");
+    if (!weight_map_it->is_object()) {
+      throw Error(index_label + ": \"weight_map\" must be an object of tensor name -> shard file");
+    }
+    // shard file -> tensors the index puts there (sorted for deterministic errors)
+    std::map<std::string, std::vector<std::string>> shard_tensors;
+    for (auto& [tensor, shard] : weight_map_it->items()) {
+      if (!shard.is_string()) {
+        throw Error(index_label + ": \"weight_map\" entry for tensor " + in_quotes(tensor) +
+                    " must be a shard file name (string), not a " + shard.type_name());
+      }
+      const std::string shard_name = shard.get<std::string>();
+      if (!is_safe_shard_name(shard_name)) {
+        throw Error(index_label + ": \"weight_map\" maps tensor " + in_quotes(tensor) +
+                    " to shard " + in_quotes(shard_name) +
+                    ", which is not a relative file name inside the directory");
+      }
+      shard_tensors[shard_name].push_back(tensor);
+    }
+    const json& weight_map = *weight_map_it;
+    for (const auto& [shard_name, tensors] : shard_tensors) {
+      const fs::path shard_path = dir / shard_name;
+      if (!is_regular(shard_path)) {
+        std::string holding = "tensor " + in_quotes(tensors.front());
+        if (tensors.size() > 1) holding += " and " + std::to_string(tensors.size() - 1) + " more";
+        throw Error(index_label + ": shard " + in_quotes(shard_name) + " (holding " + holding +
+                    ") is missing from " + dir_label);
+      }
+      auto file = std::make_unique<SafetensorsFile>(SafetensorsFile::open(shard_path));
+      for (const std::string& tensor : tensors) {
+        if (!file->contains(tensor)) {
+          throw Error(index_label + ": tensor " + in_quotes(tensor) + " is listed in shard " +
+                      in_quotes(shard_name) + " but that shard does not contain it");
+        }
+      }
+      for (const TensorEntry& entry : file->entries()) {
+        auto listed = weight_map.find(entry.name);
+        if (listed == weight_map.end()) {
+          throw Error(index_label + ": shard " + in_quotes(shard_name) + " contains tensor " +
+                      in_quotes(entry.name) + ", which the index does not list");
+        }
+        if (listed->get<std::string>() != shard_name) {
+          throw Error(index_label + ": tensor " + in_quotes(entry.name) + " is found in shard " +
+                      in_quotes(shard_name) + " but the index maps it to " +
+                      in_quotes(listed->get<std::string>()) +
+                      " (a tensor must live in exactly one shard)");
+        }
+      }
+      const size_t file_index = store.files_.size();
+      for (const std::string& tensor : tensors) store.tensor_file_.emplace(tensor, file_index);
+      store.files_.push_back(std::move(file));
+    }
+    return store;
+  }
+
+  std::vector<fs::path> paths;
+  if (is_regular(dir / kSingleName)) {
+    paths.push_back(dir / kSingleName);
+  } else {
+    for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+      if (entry.path().extension() == ".safetensors" && is_regular(entry.path()))
+        paths.push_back(entry.path());
+    }
+    if (ec) throw Error(dir_label + ": cannot list directory: " + ec.message());
+    std::sort(paths.begin(), paths.end());
+  }
+  if (paths.empty()) throw Error("no .safetensors files in " + dir_label);
+  for (const fs::path& path : paths) {
+    auto file = std::make_unique<SafetensorsFile>(SafetensorsFile::open(path));
+    const size_t file_index = store.files_.size();
+    for (const TensorEntry& entry : file->entries()) {
+      auto [it, inserted] = store.tensor_file_.emplace(entry.name, file_index);
+      if (!inserted) {
+        throw Error(dir_label + ": tensor " + in_quotes(entry.name) + " appears in both " +
+                    store.files_[it->second]->path().filename().string() + " and " +
+                    path.filename().string());
+      }
+    }
+    store.files_.push_back(std::move(file));
+  }
+  return store;
+}
+
+std::vector<std::string> TensorStore::names() const {
+  std::vector<std::string> out;
+  out.reserve(tensor_file_.size());
+  for (const auto& [name, file_index] : tensor_file_) out.push_back(name);
+  return out;  // std::map iteration is already sorted
+}
+
+bool TensorStore::contains(std::string_view name) const {
+  return tensor_file_.find(name) != tensor_file_.end();
+}
+
+std::optional<TensorView> TensorStore::find(std::string_view name) const {
+  auto it = tensor_file_.find(name);
+  if (it == tensor_file_.end()) return std::nullopt;
+  return files_[it->second]->find(name);
+}
+
+TensorView TensorStore::get(std::string_view name) const {
+  std::optional<TensorView> view = find(name);
+  if (!view) throw Error("no tensor " + in_quotes(name) + " in checkpoint " + dir_.string());
+  return *view;
+}
+
+uint64_t TensorStore::total_file_bytes() const {
+  uint64_t total = 0;
+  for (const auto& file : files_) total += file->file_bytes();
+  return total;
+}
+
+}  // namespace inkling
