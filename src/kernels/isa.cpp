@@ -39,8 +39,7 @@ bool isa_supported(Isa isa) {
     case Isa::Avx512:
       return isa_supported(Isa::Avx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bf16") &&
-             __builtin_cpu_supports("avx512vnni");
+             __builtin_cpu_supports("avx512dq");
   }
   return false;
 }
