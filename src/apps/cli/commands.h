@@ -14,6 +14,7 @@ Runner add_synth(CLI::App& app);
 Runner add_inspect(CLI::App& app);
 Runner add_quantize(CLI::App& app);
 Runner add_generate(CLI::App& app);
+Runner add_bench(CLI::App& app);
 
 // A progress line on stderr ("label  42%  1.2/2.9 GB"), redrawn in place on a terminal.
 class Progress {

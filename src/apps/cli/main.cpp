@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   add("generate", "generate text or token ids (no -m: a synthetic demo model)", inkling::cli::add_generate);
   add("inspect", "describe a checkpoint: layout, config, layers, parameters, dtypes", inkling::cli::add_inspect);
   add("synth", "write a random-weight checkpoint in a release layout", inkling::cli::add_synth);
+  add("bench", "measure prompt and decode speed against the machine's bandwidth and FMA peak", inkling::cli::add_bench);
   add("quantize", "convert an original f32/bf16 checkpoint to mlx-4bit, mlx-8bit or nvfp4", inkling::cli::add_quantize);
   try {
     app.parse(argc, argv);

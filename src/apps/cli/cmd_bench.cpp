@@ -1,0 +1,135 @@
+// inkling bench: prompt and decode speed against the machine's own limits, as a pasteable table.
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "apps/cli/commands.h"
+#include "kernels/isa.h"
+#include "kernels/vector_ops.h"
+#include "model/forward.h"
+#include "model/inspect.h"
+#include "tensor/error.h"
+
+namespace inkling::cli {
+
+namespace {
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// FLOPs of one prompt token at position `pos` (matmuls 2 per weight, attention 4 * d per key).
+double flops_per_prompt_token(const Checkpoint& ckpt, int64_t pos) {
+  const TextConfig& c = ckpt.text();
+  ParameterCounts counts = count_parameters(ckpt);
+  WeightMatrix head = ckpt.weights().lm_head;
+  double matmul = 2.0 * double(counts.active - head.rows * head.cols);  // the head runs once per prompt
+  double attention = 0.0;
+  for (const LayerSpec& s : c.layers) {
+    int64_t keys = s.sliding ? std::min<int64_t>(pos + 1, c.sliding_window) : pos + 1;
+    attention += 4.0 * double(s.n_heads) * double(s.head_dim) * double(keys);
+  }
+  return matmul + attention;
+}
+
+}  // namespace
+
+Runner add_bench(CLI::App& app) {
+  struct Args {
+    std::string model, kv_dtype = "bf16";
+    int prompt = 512, generate = 128, threads = 0, reps = 3;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  app.add_option("-m,--model", args->model, "checkpoint directory")->required();
+  app.add_option("-p,--prompt", args->prompt, "prompt tokens (pp)")->capture_default_str();
+  app.add_option("-n,--gen", args->generate, "generated tokens (tg)")->capture_default_str();
+  app.add_option("-t,--threads", args->threads, "threads (0 = all cores)")->capture_default_str();
+  app.add_option("--reps", args->reps, "repetitions; medians are reported")->capture_default_str();
+  app.add_option("--kv-dtype", args->kv_dtype, "KV cache dtype: f32 | bf16")->capture_default_str();
+  app.add_flag("--json", args->json, "print JSON instead of a table");
+  return [args] {
+    if (args->prompt <= 0 || args->generate <= 0 || args->reps <= 0) throw Error("-p, -n and --reps must be positive");
+    if (args->threads < 0) throw Error("--threads must be >= 0");
+    if (args->kv_dtype != "f32" && args->kv_dtype != "bf16") throw Error("--kv-dtype must be f32 or bf16");
+    if (args->threads > 0) omp_set_num_threads(args->threads);
+    int threads = omp_get_max_threads();
+    auto start = std::chrono::steady_clock::now();
+    auto ckpt = Checkpoint::open(args->model);
+    RunOptions run;
+    run.kv_dtype = args->kv_dtype == "f32" ? DType::F32 : DType::BF16;
+    run.context = args->prompt + args->generate + 8;
+    run.max_chunk = std::min(args->prompt, 512);
+    InklingModel model(*ckpt, run);
+    double load_seconds = seconds_since(start);
+    std::fprintf(stderr, "loaded %s in %.2f s; measuring the machine ...\n", args->model.c_str(), load_seconds);
+    double bandwidth = kernels::measure_read_bandwidth_gbs(size_t(1) << 30, threads);
+    double fma_peak = kernels::measure_fma_peak_gflops(threads);
+
+    std::vector<int32_t> prompt(static_cast<size_t>(args->prompt));
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 7919 + 13) % size_t(model.vocab()));
+    std::vector<float> logits(static_cast<size_t>(model.vocab()));
+    std::vector<double> pp, tg;
+    for (int rep = 0; rep < args->reps; ++rep) {
+      std::fprintf(stderr, "rep %d/%d: pp%d ...", rep + 1, args->reps, args->prompt);
+      SequenceState state = model.new_sequence();
+      auto t0 = std::chrono::steady_clock::now();
+      model.prefill(state, prompt, logits.data());
+      pp.push_back(double(args->prompt) / seconds_since(t0));
+      std::fprintf(stderr, " %.1f tok/s, tg%d ...", pp.back(), args->generate);
+      // tg starts from an empty context, as llama-bench's tg does.
+      SequenceState decode_state = model.new_sequence();
+      int32_t token = 1;
+      auto t1 = std::chrono::steady_clock::now();
+      for (int i = 0; i < args->generate; ++i) {
+        model.prefill(decode_state, std::span<const int32_t>(&token, 1), logits.data());
+        token = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      }
+      tg.push_back(double(args->generate) / seconds_since(t1));
+      std::fprintf(stderr, " %.2f tok/s\n", tg.back());
+    }
+    double pp_median = median(pp), tg_median = median(tg);
+    double bytes_per_token = double(model.active_weight_bytes());
+    double efficiency = bytes_per_token * tg_median / (bandwidth * 1e9);
+    double flops = 0.0;
+    for (int64_t pos = 0; pos < args->prompt; ++pos) flops += flops_per_prompt_token(*ckpt, pos);
+    double prefill_gflops = flops / double(args->prompt) * pp_median / 1e9;
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    double peak_rss_gb = double(usage.ru_maxrss) * 1024.0 / 1e9;
+    nlohmann::ordered_json out = {
+        {"model", args->model}, {"layout", layout_name(ckpt->layout())}, {"isa", kernels::isa_name()},
+        {"threads", threads}, {"kv_dtype", args->kv_dtype},
+        {"pp_tokens", args->prompt}, {"pp_tok_s", pp_median}, {"tg_tokens", args->generate}, {"tg_tok_s", tg_median},
+        {"weight_bytes_per_token", int64_t(bytes_per_token)}, {"read_bandwidth_gb_s", bandwidth},
+        {"decode_efficiency", efficiency}, {"prefill_gflop_s", prefill_gflops}, {"fma_peak_gflop_s", fma_peak},
+        {"prefill_efficiency", prefill_gflops / fma_peak}, {"load_s", load_seconds}, {"peak_rss_gb", peak_rss_gb},
+        {"weights_gb", double(ckpt->store().total_file_bytes()) / 1e9}, {"reps", args->reps},
+        {"pp_all", pp}, {"tg_all", tg}};
+    if (args->json) {
+      std::cout << out.dump(2) << "\n";
+      return 0;
+    }
+    std::printf("| model | layout | isa | threads | pp%d tok/s | tg%d tok/s | GB/token | read GB/s | decode eff | prefill GFLOP/s | FMA peak | load s | peak RSS GB |\n",
+                args->prompt, args->generate);
+    std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    std::printf("| %s | %s | %s | %d | %.1f | %.2f | %.3f | %.1f | %.0f%% | %.1f | %.1f | %.2f | %.2f |\n",
+                std::filesystem::path(args->model).filename().c_str(), layout_name(ckpt->layout()), kernels::isa_name(),
+                threads, pp_median, tg_median, bytes_per_token / 1e9, bandwidth, 100.0 * efficiency, prefill_gflops,
+                fma_peak, load_seconds, peak_rss_gb);
+    return 0;
+  };
+}
+
+}  // namespace inkling::cli
