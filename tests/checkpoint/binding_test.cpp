@@ -212,9 +212,14 @@ TEST_P(RoundTripLayouts, DequantizedWeightsMatchTheGenerator) {
     EXPECT_LT(error, param.bound) << param.layout << " " << family;
     EXPECT_GT(error, 0.0) << param.layout << " " << family << ": quantized yet identical?";
   }
-  if (param.layout == "nvfp4") EXPECT_EQ(errors.count("routed_experts"), 1u);
-  if (param.layout == "mlx-4bit" || param.layout == "mlx-8bit")
-    for (const char* family : {"dense_mlp", "routed_experts", "shared_experts"}) EXPECT_EQ(errors.count(family), 1u);
+  if (param.layout == "nvfp4") {
+    EXPECT_EQ(errors.count("routed_experts"), 1u);
+  }
+  if (param.layout == "mlx-4bit" || param.layout == "mlx-8bit") {
+    for (const char* family : {"dense_mlp", "routed_experts", "shared_experts"}) {
+      EXPECT_EQ(errors.count(family), 1u) << family;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Synth, RoundTripLayouts,
@@ -436,6 +441,22 @@ TEST_F(RoundTrip, MlxAffineIndependentDecode) {
     TensorView conv = ckpt->store().get("model.llm.layers.0.attn_sconv.weight");
     EXPECT_EQ(conv.shape, (std::vector<int64_t>{c.hidden_size, c.conv_kernel, 1}));
   }
+}
+
+// hf_quant_config.json alone (config.json without a quantization entry) still gives NVFP4.
+TEST_F(RoundTrip, Nvfp4FromHfQuantConfigAlone) {
+  fs::path dir = clone_checkpoint(synth_tiny("nvfp4", kSeed), "nvfp4_hfq");
+  nlohmann::json config = read_json(dir / "config.json");
+  config.erase("quantization");
+  config.erase("quantization_config");
+  write_json(dir / "config.json", config);
+  std::unique_ptr<Checkpoint> ckpt = Checkpoint::open(dir);
+  EXPECT_EQ(ckpt->layout(), CheckpointLayout::NvFp4);
+  EXPECT_EQ(ckpt->config().quantization.mode, QuantMode::NvFp4);
+  EXPECT_NE(ckpt->config().quantization.source.find("hf_quant_config.json"), std::string::npos)
+      << ckpt->config().quantization.source;
+  EXPECT_TRUE(ckpt->warnings().empty()) << ckpt->warnings()[0];
+  EXPECT_EQ(ckpt->weights().layers[2].mlp.experts[0].gate.format, WeightFormat::NvFp4);
 }
 
 // ---- determinism and files ----

@@ -213,6 +213,15 @@ TEST(CliBadInput, UnknownQuantizationMode) {
   expect_clean_error(inspect(dir), {"bits", "3"});
 }
 
+TEST(CliBadInput, PackedWeightsWithoutQuantizationEntry) {
+  fs::path dir = clone_checkpoint(synth_tiny("mlx-4bit"), "mlx_noquant");
+  nlohmann::json config = read_json(dir / "config.json");
+  config.erase("quantization");
+  config.erase("quantization_config");
+  write_json(dir / "config.json", config);
+  expect_clean_error(inspect(dir), {"quantization"});
+}
+
 // ---- synth / quantize arguments ----
 
 TEST(CliBadInput, SynthBogusLayoutAndPreset) {
