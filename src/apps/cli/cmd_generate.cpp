@@ -8,6 +8,7 @@
 
 #include "apps/cli/commands.h"
 #include "model/synth.h"
+#include "runtime/chat/chat_template.h"
 #include "runtime/generate/generator.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "tensor/error.h"
@@ -62,6 +63,8 @@ Runner add_generate(CLI::App& app) {
           frequency_penalty = 0.0f;
     uint64_t seed = 0;
     bool print_ids = false, no_special = false;
+    bool chat = false, show_reasoning = false;  // --chat: through the chat template
+    std::string system, reasoning_effort, chat_template;
   };
   auto args = std::make_shared<Args>();
   app.add_option("-m,--model", args->model, "checkpoint directory (default: a synthetic demo checkpoint)");
@@ -82,6 +85,12 @@ Runner add_generate(CLI::App& app) {
   app.add_option("--ctx", args->ctx, "context limit in tokens (prompt + generation)")->capture_default_str();
   app.add_flag("--print-ids", args->print_ids, "print the generated ids as one comma-separated line, last on stdout");
   app.add_flag("--no-special", args->no_special, "treat special-token strings in -p as plain text");
+  app.add_flag("--chat", args->chat, "treat -p as a user message: render it through the chat template, stream the answer");
+  app.add_option("--system", args->system, "with --chat: a system message");
+  app.add_option("--reasoning-effort", args->reasoning_effort,
+                 "with --chat: none|minimal|low|medium|high|max or a number in [0, 0.99]");
+  app.add_flag("--show-reasoning", args->show_reasoning, "with --chat: show the reasoning (dimmed on a terminal)");
+  app.add_option("--chat-template", args->chat_template, "with --chat: Jinja template file (overrides the checkpoint's)");
   app.add_option("--logits-out", args->logits_out,
                  "write float32 .npy [n_generated, vocab]: row i = the logits that chose generated token i");
   return [args] {
@@ -113,7 +122,16 @@ Runner add_generate(CLI::App& app) {
     std::optional<Tokenizer> tokenizer;
     if (std::filesystem::exists(model_dir + "/tokenizer.json")) tokenizer = Tokenizer::from_dir(model_dir);
     std::vector<int32_t> prompt;
-    if (!args->prompt_ids.empty()) {
+    if (args->chat) {
+      if (!args->prompt_ids.empty()) throw Error("--chat takes a text prompt (-p), not --prompt-ids");
+      if (!tokenizer) throw Error(model_dir + " has no tokenizer.json; --chat needs one");
+      nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+      if (!args->system.empty()) messages.push_back({{"role", "system"}, {"content", args->system}});
+      messages.push_back({{"role", "user"}, {"content", args->prompt}});
+      ChatRenderOptions render;
+      if (!args->reasoning_effort.empty()) render.reasoning_effort = parse_reasoning_effort(args->reasoning_effort);
+      prompt = ChatTemplate::from_dir(model_dir, args->chat_template).encode(*tokenizer, messages, render);
+    } else if (!args->prompt_ids.empty()) {
       prompt = parse_ids(args->prompt_ids);
     } else {
       if (!tokenizer) throw Error(model_dir + " has no tokenizer.json; use --prompt-ids");
@@ -140,13 +158,16 @@ Runner add_generate(CLI::App& app) {
 
     std::vector<float> all_logits;
     std::optional<IncrementalDecoder> decoder;
-    bool stream_text = tokenizer && !args->print_ids;
+    std::optional<ChatStream> chat_stream;
+    if (args->chat && !args->print_ids) chat_stream.emplace(*tokenizer, args->show_reasoning);
+    bool stream_text = tokenizer && !args->print_ids && !args->chat;
     if (stream_text) {
       decoder.emplace(*tokenizer, /*skip_special=*/true);
       if (!args->prompt.empty()) std::fputs(args->prompt.c_str(), stdout);
     }
     TokenCallback on_token = [&](int32_t token, std::span<const float> logits) {
       if (!args->logits_out.empty()) all_logits.insert(all_logits.end(), logits.begin(), logits.end());
+      if (chat_stream) chat_stream->push(token);
       if (decoder && token != checkpoint->config().eos_token_id) {
         std::fputs(decoder->push(token).c_str(), stdout);
         std::fflush(stdout);
@@ -155,6 +176,7 @@ Runner add_generate(CLI::App& app) {
     };
     GenerateResult result = generate(model, state, prompt, options, on_token);
     if (decoder) std::printf("%s\n", decoder->flush().c_str());
+    if (chat_stream) chat_stream->finish();
     if (!args->logits_out.empty())
       write_npy(args->logits_out, all_logits, int64_t(result.tokens.size()), model.vocab());
     std::fprintf(stderr, "prompt: %lld tokens, %.2f s, %.1f tok/s | generated: %zu tokens, %.2f tok/s | stop: %s\n",

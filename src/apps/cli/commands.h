@@ -4,7 +4,10 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <memory>
 #include <string>
+
+#include "runtime/chat/output_parser.h"
 
 namespace inkling::cli {
 
@@ -14,6 +17,9 @@ Runner add_synth(CLI::App& app);
 Runner add_inspect(CLI::App& app);
 Runner add_quantize(CLI::App& app);
 Runner add_generate(CLI::App& app);
+Runner add_chat(CLI::App& app);      // cmd_chat.cpp
+Runner add_tokenize(CLI::App& app);  // cmd_chat.cpp
+Runner add_render(CLI::App& app);    // cmd_chat.cpp
 Runner add_bench(CLI::App& app);
 
 // A progress line on stderr ("label  42%  1.2/2.9 GB"), redrawn in place on a terminal.
@@ -31,5 +37,23 @@ class Progress {
 
 // The demo checkpoint used when `generate` runs without -m (written on first use).
 std::string demo_checkpoint_dir();
+
+// Prints one streamed chat turn (cmd_chat.cpp): the answer on stdout as it arrives; reasoning
+// hidden, or with show_reasoning shown (dimmed on a terminal); tool calls as "[tool call] ..."
+// lines; malformed calls as warnings on stderr.
+class ChatStream {
+ public:
+  ChatStream(const Tokenizer& tokenizer, bool show_reasoning);
+  void push(int32_t id);
+  // Ends the turn (flushes a turn cut short by the token limit) and the line.
+  void finish();
+  const OutputParser& parser() const { return parser_; }
+
+ private:
+  void print(const std::vector<ChatEvent>& events);
+  OutputParser parser_;
+  bool show_reasoning_, terminal_;
+  bool in_reasoning_ = false, printed_ = false;
+};
 
 }  // namespace inkling::cli

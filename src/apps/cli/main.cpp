@@ -16,6 +16,9 @@ int main(int argc, char** argv) {
     runners[sub] = register_fn(*sub);
   };
   add("generate", "generate text or token ids (no -m: a synthetic demo model)", inkling::cli::add_generate);
+  add("chat", "interactive chat through the chat template (no -m: a synthetic demo model)", inkling::cli::add_chat);
+  add("tokenize", "print the token ids of a text", inkling::cli::add_tokenize);
+  add("render", "print the prompt the chat template makes of a conversation", inkling::cli::add_render);
   add("inspect", "describe a checkpoint: layout, config, layers, parameters, dtypes", inkling::cli::add_inspect);
   add("synth", "write a random-weight checkpoint in a release layout", inkling::cli::add_synth);
   add("bench", "measure prompt and decode speed against the machine's bandwidth and FMA peak", inkling::cli::add_bench);

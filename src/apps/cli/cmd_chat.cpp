@@ -1,0 +1,288 @@
+// inkling chat (interactive REPL), tokenize and render: the chat template on the command line.
+#include <omp.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "apps/cli/commands.h"
+#include "model/synth.h"
+#include "runtime/chat/chat_template.h"
+#include "runtime/generate/generator.h"
+#include "runtime/tokenizer/tokenizer.h"
+#include "tensor/error.h"
+
+namespace inkling::cli {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr const char* kDim = "\033[2m";
+constexpr const char* kReset = "\033[0m";
+
+std::string read_file(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(std::string("cannot read ") + what + " file " + path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+json read_json(const std::string& path, const char* what) {
+  std::string text = read_file(path, what);
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    std::string message = e.what();
+    for (char& c : message)
+      if (c == '\n') c = ' ';
+    throw Error(path + ": invalid JSON: " + message);
+  }
+}
+
+// -m DIR, or the demo checkpoint (written on first use).
+std::string model_or_demo(const std::string& model) {
+  if (!model.empty()) return model;
+  std::string dir = demo_checkpoint_dir();
+  if (!std::filesystem::exists(dir + "/config.json")) {
+    std::fprintf(stderr, "no -m given: writing the synthetic demo checkpoint (tiny, bf16) to %s\n", dir.c_str());
+    SynthOptions options;
+    options.format = parse_target_format("original-bf16");
+    options.preset = SynthPreset::Tiny;
+    Progress progress("synth tiny");
+    options.progress = std::ref(progress);
+    write_synthetic_checkpoint(dir, options);
+    progress.finish();
+  }
+  std::fprintf(stderr, "demo model: random weights, so the text is noise; pass -m DIR for a real checkpoint\n");
+  return dir;
+}
+
+}  // namespace
+
+ChatStream::ChatStream(const Tokenizer& tokenizer, bool show_reasoning)
+    : parser_(tokenizer), show_reasoning_(show_reasoning), terminal_(isatty(fileno(stdout)) != 0) {}
+
+void ChatStream::print(const std::vector<ChatEvent>& events) {
+  for (const auto& e : events) {
+    switch (e.kind) {
+      case ChatEvent::Kind::Reasoning:
+        if (!show_reasoning_) break;
+        if (!in_reasoning_ && terminal_) std::fputs(kDim, stdout);
+        in_reasoning_ = true;
+        std::fputs(e.text.c_str(), stdout);
+        printed_ = true;
+        break;
+      case ChatEvent::Kind::Content:
+      case ChatEvent::Kind::ToolCall:
+        if (in_reasoning_) {
+          if (terminal_) std::fputs(kReset, stdout);
+          std::fputs("\n\n", stdout);
+          in_reasoning_ = false;
+        }
+        if (e.kind == ChatEvent::Kind::Content) {
+          std::fputs(e.text.c_str(), stdout);
+        } else {
+          std::printf("%s[tool call] %s %s\n", printed_ ? "\n" : "", e.name.c_str(), e.arguments.c_str());
+        }
+        printed_ = true;
+        break;
+      case ChatEvent::Kind::Error:
+        std::fflush(stdout);
+        std::fprintf(stderr, "\nwarning: %s\n", e.text.c_str());
+        break;
+      case ChatEvent::Kind::End:
+        if (in_reasoning_ && terminal_) std::fputs(kReset, stdout);
+        in_reasoning_ = false;
+        break;
+    }
+  }
+  std::fflush(stdout);
+}
+
+void ChatStream::push(int32_t id) { print(parser_.push(id)); }
+
+void ChatStream::finish() {
+  print(parser_.finish());
+  std::fputs("\n", stdout);
+  std::fflush(stdout);
+}
+
+Runner add_chat(CLI::App& app) {
+  struct Args {
+    std::string model, system, effort, chat_template, kv_dtype = "bf16";
+    int n = 512, threads = 0, top_k = 0;
+    int64_t ctx = 8192;
+    float temp = 0.0f, top_p = 1.0f, min_p = 0.0f;
+    uint64_t seed = 0;
+    bool show_reasoning = false;
+  };
+  auto args = std::make_shared<Args>();
+  app.add_option("-m,--model", args->model, "checkpoint directory (default: a synthetic demo checkpoint)");
+  app.add_option("--system", args->system, "system message");
+  app.add_option("--reasoning-effort", args->effort, "none|minimal|low|medium|high|max or a number in [0, 0.99]");
+  app.add_flag("--show-reasoning", args->show_reasoning, "show the model's reasoning (dimmed on a terminal)");
+  app.add_option("--chat-template", args->chat_template, "Jinja chat template file (overrides the checkpoint's)");
+  app.add_option("-n,--max-tokens", args->n, "most tokens per answer")->capture_default_str();
+  app.add_option("--temp", args->temp, "temperature (0 = greedy)")->capture_default_str();
+  app.add_option("--top-k", args->top_k, "keep the k most likely tokens (0 = off)")->capture_default_str();
+  app.add_option("--top-p", args->top_p, "nucleus sampling mass (1 = off)")->capture_default_str();
+  app.add_option("--min-p", args->min_p, "min-p filter (0 = off)")->capture_default_str();
+  app.add_option("--seed", args->seed, "sampling seed")->capture_default_str();
+  app.add_option("-t,--threads", args->threads, "threads (0 = all cores)")->capture_default_str();
+  app.add_option("--kv-dtype", args->kv_dtype, "KV cache dtype: f32 | bf16")->capture_default_str();
+  app.add_option("--ctx", args->ctx, "context limit in tokens (the whole conversation)")->capture_default_str();
+  return [args] {
+    if (args->threads < 0) throw Error("--threads must be >= 0");
+    if (args->threads > 0) omp_set_num_threads(args->threads);
+    if (args->kv_dtype != "f32" && args->kv_dtype != "bf16")
+      throw Error("--kv-dtype must be f32 or bf16, got \"" + args->kv_dtype + "\"");
+    if (args->n <= 0) throw Error("-n must be positive, got " + std::to_string(args->n));
+    ChatRenderOptions render;
+    if (!args->effort.empty()) render.reasoning_effort = parse_reasoning_effort(args->effort);
+    std::string model_dir = model_or_demo(args->model);
+    if (!std::filesystem::exists(model_dir + "/tokenizer.json")) throw Error(model_dir + " has no tokenizer.json");
+    Tokenizer tokenizer = Tokenizer::from_dir(model_dir);
+    ChatTemplate chat_template = ChatTemplate::from_dir(model_dir, args->chat_template);
+    std::fprintf(stderr, "loading %s ...\n", model_dir.c_str());
+    auto checkpoint = Checkpoint::open(model_dir);
+    RunOptions run;
+    run.kv_dtype = args->kv_dtype == "f32" ? DType::F32 : DType::BF16;
+    run.context = args->ctx;
+    InklingModel model(*checkpoint, run);
+    SequenceState state = model.new_sequence();
+    GenerateOptions options;
+    options.max_tokens = args->n;
+    options.sampling.temperature = args->temp;
+    options.sampling.top_k = args->top_k;
+    options.sampling.top_p = args->top_p;
+    options.sampling.min_p = args->min_p;
+    options.sampling.seed = args->seed;
+    options.sampling.validate();
+    options.stop_ids = {kEosToken};
+    if (checkpoint->config().eos_token_id != kEosToken) options.stop_ids.push_back(checkpoint->config().eos_token_id);
+
+    json history = json::array();
+    auto reset = [&] {
+      history = json::array();
+      if (!args->system.empty()) history.push_back({{"role", "system"}, {"content", args->system}});
+    };
+    reset();
+    const bool interactive = isatty(fileno(stdin)) != 0;
+    std::fprintf(stderr, "chat template: %s. Commands: /reset, /effort X, /quit (or Ctrl-D).\n",
+                 chat_template.origin().c_str());
+    std::string line;
+    while (true) {
+      if (interactive) {
+        std::fputs("> ", stderr);
+        std::fflush(stderr);
+      }
+      if (!std::getline(std::cin, line)) break;
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+      if (line.empty()) continue;
+      if (line == "/quit" || line == "/exit") break;
+      if (line == "/reset") {
+        reset();
+        state = model.new_sequence();
+        std::fprintf(stderr, "(conversation cleared)\n");
+        continue;
+      }
+      if (line.rfind("/effort", 0) == 0) {
+        std::string value = line.size() > 7 ? line.substr(8) : "";
+        try {
+          render.reasoning_effort = parse_reasoning_effort(value);
+          std::fprintf(stderr, "(reasoning effort: %s)\n", value.c_str());
+        } catch (const Error& e) {
+          std::fprintf(stderr, "error: %s\n", e.what());
+        }
+        continue;
+      }
+      if (line[0] == '/') {
+        std::fprintf(stderr, "unknown command %s; commands: /reset, /effort X, /quit\n", line.c_str());
+        continue;
+      }
+      history.push_back({{"role", "user"}, {"content", line}});
+      try {
+        std::vector<int32_t> ids = chat_template.encode(tokenizer, history, render);
+        // Reuse the cache when the conversation so far is a prefix of the new prompt.
+        std::span<const int32_t> feed(ids);
+        if (state.tokens.size() < ids.size() && std::equal(state.tokens.begin(), state.tokens.end(), ids.begin()))
+          feed = feed.subspan(state.tokens.size());
+        else
+          state = model.new_sequence();
+        ChatStream stream(tokenizer, args->show_reasoning);
+        TokenCallback on_token = [&](int32_t token, std::span<const float>) {
+          stream.push(token);
+          return true;
+        };
+        GenerateResult result = generate(model, state, feed, options, on_token);
+        stream.finish();
+        json reply = stream.parser().message();
+        reply.erase("tool_calls");  // no tool results can follow in this REPL
+        history.push_back(reply);
+        if (result.stop_reason != "stop_token")
+          std::fprintf(stderr, "(answer cut: %s)\n", result.stop_reason.c_str());
+      } catch (const Error& e) {
+        history.erase(history.end() - 1);
+        state = model.new_sequence();
+        std::fprintf(stderr, "error: %s\n", e.what());
+      }
+    }
+    if (interactive) std::fputs("\n", stderr);
+    return 0;
+  };
+}
+
+Runner add_tokenize(CLI::App& app) {
+  struct Args {
+    std::string model, text;
+    bool no_special = false;
+  };
+  auto args = std::make_shared<Args>();
+  app.add_option("-m,--model", args->model, "checkpoint directory (its tokenizer.json)")->required();
+  app.add_option("text", args->text, "text to encode")->required();
+  app.add_flag("--no-special", args->no_special, "treat special-token strings as plain text");
+  return [args] {
+    Tokenizer tokenizer = Tokenizer::from_dir(args->model);
+    std::vector<int32_t> ids = tokenizer.encode(args->text, !args->no_special);
+    std::string line;
+    for (size_t i = 0; i < ids.size(); ++i) line += (i ? " " : "") + std::to_string(ids[i]);
+    std::printf("%s\n", line.c_str());
+    return 0;
+  };
+}
+
+Runner add_render(CLI::App& app) {
+  struct Args {
+    std::string model, messages, tools, effort, chat_template;
+    bool no_generation_prompt = false;
+  };
+  auto args = std::make_shared<Args>();
+  app.add_option("-m,--model", args->model, "checkpoint directory (its chat template)");
+  app.add_option("--messages", args->messages, "JSON file: an array of {role, content, ...} messages")->required();
+  app.add_option("--tools", args->tools, "JSON file: an array of tool declarations");
+  app.add_option("--reasoning-effort", args->effort, "none|minimal|low|medium|high|max or a number in [0, 0.99]");
+  app.add_option("--chat-template", args->chat_template, "Jinja chat template file (overrides the checkpoint's)");
+  app.add_flag("--no-generation-prompt", args->no_generation_prompt, "leave out the trailing <|message_model|>");
+  return [args] {
+    if (args->model.empty() && args->chat_template.empty()) throw Error("give a checkpoint with -m DIR or a --chat-template FILE");
+    ChatRenderOptions options;
+    options.add_generation_prompt = !args->no_generation_prompt;
+    if (!args->effort.empty()) options.reasoning_effort = parse_reasoning_effort(args->effort);
+    json messages = read_json(args->messages, "messages");
+    if (!args->tools.empty()) options.tools = read_json(args->tools, "tools");
+    ChatTemplate chat_template = args->model.empty()
+                                     ? ChatTemplate::from_source(read_file(args->chat_template, "chat template"), args->chat_template)
+                                     : ChatTemplate::from_dir(args->model, args->chat_template);
+    std::string prompt = chat_template.render(messages, options);
+    std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+    std::fputs("\n", stdout);
+    return 0;
+  };
+}
+
+}  // namespace inkling::cli
