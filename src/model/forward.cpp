@@ -113,6 +113,11 @@ InklingModel::InklingModel(const Checkpoint& checkpoint, RunOptions options)
   expert_in_.resize(size_t(n * h));
   expert_act_.resize(size_t(n * width));
   expert_out_.resize(size_t(n * h));
+  attention_scores_.resize(size_t(omp_get_max_threads()) * size_t(options_.context));
+  routed_experts_.resize(size_t(n * std::max(c.experts_per_token, 1)));
+  routing_weights_.resize(size_t(n * (c.experts_per_token + c.n_shared_experts + 1)));
+  expert_rows_.resize(size_t(n));
+  expert_row_weights_.resize(size_t(n));
 }
 
 SequenceState InklingModel::new_sequence() const {
@@ -243,7 +248,7 @@ void InklingModel::attention(int layer, SequenceState& state, int64_t n) {
   const KvCache& kv = ls.kv;
 #pragma omp parallel
   {
-    std::vector<float> scores(static_cast<size_t>(pos0 + n));
+    float* scores = attention_scores_.data() + size_t(omp_get_thread_num()) * size_t(options_.context);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t item = 0; item < n * nh; ++item) {
       const int64_t t = item / nh, head = item % nh, kv_head = head / group;
@@ -261,20 +266,20 @@ void InklingModel::attention(int layer, SequenceState& state, int64_t n) {
           for (int64_t e = 0; e < dr; ++e) bias += r[e] * pt[e];
         }
         float score = tau * (dot_kv(q, kv.key_row(j) + kv_head * d * elem, d, kv.dtype) * inv_d + bias);
-        scores[size_t(j - lo)] = score;
+        scores[j - lo] = score;
         best = std::max(best, score);
       }
       float total = 0.0f;
       for (int64_t j = lo; j <= p; ++j) {
-        float e = std::exp(scores[size_t(j - lo)] - best);
-        scores[size_t(j - lo)] = e;
+        float e = std::exp(scores[j - lo] - best);
+        scores[j - lo] = e;
         total += e;
       }
       float* out = attn_out_.data() + t * qd + head * d;
       std::fill(out, out + d, 0.0f);
       float inv_total = 1.0f / total;
       for (int64_t j = lo; j <= p; ++j)
-        axpy_kv(scores[size_t(j - lo)] * inv_total, kv.value_row(j) + kv_head * d * elem, d, kv.dtype, out);
+        axpy_kv(scores[j - lo] * inv_total, kv.value_row(j) + kv_head * d * elem, d, kv.dtype, out);
     }
   }
   (void)h;
@@ -296,29 +301,24 @@ void InklingModel::mlp(int layer, int64_t n) {
   kernels::matmul(mw.router, h_.data(), n, router_logits_.data());
   // Per token: selection by sigmoid + correction bias; weights = softmax of logsigmoid over the
   // k routed + shared raw logits, times route_scale x global_scale.
-  std::vector<int32_t> chosen(static_cast<size_t>(n * top_k));
-  std::vector<float> weight(static_cast<size_t>(n * (top_k + shared)));
-  for (int64_t t = 0; t < n; ++t) {
-    RouteDecision decision = route_token(router_logits_.data() + t * total, mw.correction_bias.data(), routed, shared,
-                                         top_k, c.route_scale, mw.global_scale);
-    std::copy(decision.experts.begin(), decision.experts.end(), chosen.begin() + t * top_k);
-    std::copy(decision.weights.begin(), decision.weights.end(), weight.begin() + t * (top_k + shared));
-  }
+  std::vector<int32_t>& chosen = routed_experts_;
+  std::vector<float>& weight = routing_weights_;
+  for (int64_t t = 0; t < n; ++t)
+    route_token(router_logits_.data() + t * total, mw.correction_bias.data(), routed, shared, top_k, c.route_scale,
+                mw.global_scale, chosen.data() + t * top_k, weight.data() + t * (top_k + shared));
   std::fill(m_.begin(), m_.begin() + n * h, 0.0f);
   // Routed experts: gather each expert's tokens so its weights are read once per chunk.
-  std::vector<int64_t> rows;
-  std::vector<float> row_weight;
+  std::vector<int64_t>& rows = expert_rows_;
+  std::vector<float>& row_weight = expert_row_weights_;
   for (int64_t e = 0; e < routed; ++e) {
-    rows.clear();
-    row_weight.clear();
+    int64_t count = 0;
     for (int64_t t = 0; t < n; ++t)
       for (int64_t i = 0; i < top_k; ++i)
         if (chosen[size_t(t * top_k + i)] == e) {
-          rows.push_back(t);
-          row_weight.push_back(weight[size_t(t * (top_k + shared) + i)]);
+          rows[size_t(count)] = t;
+          row_weight[size_t(count++)] = weight[size_t(t * (top_k + shared) + i)];
         }
-    if (rows.empty()) continue;
-    int64_t count = int64_t(rows.size());
+    if (count == 0) continue;
     for (int64_t i = 0; i < count; ++i)
       std::memcpy(expert_in_.data() + i * h, h_.data() + rows[size_t(i)] * h, size_t(h) * 4);
     const GatedExpert& expert = mw.experts[size_t(e)];

@@ -58,6 +58,11 @@ class InklingModel {
   // Scratch, sized for max_chunk tokens at construction.
   std::vector<float> x_, h_, q_, k_, v_, r_, attn_out_, a_, m_, tmp_, router_logits_;
   std::vector<float> expert_in_, expert_act_, expert_out_;
+  std::vector<float> attention_scores_;  // [threads, context]
+  std::vector<int32_t> routed_experts_;  // [chunk, k]
+  std::vector<float> routing_weights_;   // [chunk, k + shared]
+  std::vector<int64_t> expert_rows_;     // tokens routed to the expert being computed
+  std::vector<float> expert_row_weights_;
 };
 
 // RMSNorm over `n` values: x * rsqrt(mean(x^2) + eps) * weight (f32 math, no +1 offset).

@@ -33,29 +33,40 @@ float log_position_tau(int64_t position_1based, int64_t n_floor, float alpha) {
   return 1.0f + alpha * std::log(std::max(float(position_1based) / float(n_floor), 1.0f));
 }
 
-RouteDecision route_token(const float* logits, const float* correction_bias, int64_t routed, int64_t shared,
-                          int64_t top_k, float route_scale, float global_scale) {
-  std::vector<float> score(static_cast<size_t>(routed));
-  for (int64_t e = 0; e < routed; ++e) score[size_t(e)] = 1.0f / (1.0f + std::exp(-logits[e])) + correction_bias[e];
-  std::vector<int32_t> order(static_cast<size_t>(routed));
-  std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + top_k, order.end(), [&](int32_t a, int32_t b) {
-    return score[size_t(a)] > score[size_t(b)] || (score[size_t(a)] == score[size_t(b)] && a < b);
+void route_token(const float* logits, const float* correction_bias, int64_t routed, int64_t shared, int64_t top_k,
+                 float route_scale, float global_scale, int32_t* experts_out, float* weights_out) {
+  if (routed > kMaxRoutedExperts || top_k > routed || top_k + shared > kMaxRoutedExperts)
+    throw Error("router: " + std::to_string(routed) + " routed experts / top-" + std::to_string(top_k) +
+                " outside what the router supports");
+  float score[kMaxRoutedExperts];
+  int32_t order[kMaxRoutedExperts];
+  for (int64_t e = 0; e < routed; ++e) score[e] = 1.0f / (1.0f + std::exp(-logits[e])) + correction_bias[e];
+  std::iota(order, order + routed, 0);
+  std::partial_sort(order, order + top_k, order + routed, [&](int32_t a, int32_t b) {
+    return score[a] > score[b] || (score[a] == score[b] && a < b);
   });
-  RouteDecision decision;
-  decision.experts.assign(order.begin(), order.begin() + top_k);
-  std::vector<double> log_sig(static_cast<size_t>(top_k + shared));
+  double log_sig[kMaxRoutedExperts];
   double max_value = -INFINITY;
   for (int64_t i = 0; i < top_k + shared; ++i) {
-    double l = i < top_k ? logits[decision.experts[size_t(i)]] : logits[routed + (i - top_k)];
+    double l = i < top_k ? logits[order[i]] : logits[routed + (i - top_k)];
     // log(sigmoid(l)), stable on both sides
-    log_sig[size_t(i)] = l >= 0 ? -std::log1p(std::exp(-l)) : l - std::log1p(std::exp(l));
-    max_value = std::max(max_value, log_sig[size_t(i)]);
+    log_sig[i] = l >= 0 ? -std::log1p(std::exp(-l)) : l - std::log1p(std::exp(l));
+    max_value = std::max(max_value, log_sig[i]);
   }
   double total = 0.0;
-  for (double v : log_sig) total += std::exp(v - max_value);
-  for (double v : log_sig)
-    decision.weights.push_back(float(std::exp(v - max_value) / total * route_scale * global_scale));
+  for (int64_t i = 0; i < top_k + shared; ++i) total += std::exp(log_sig[i] - max_value);
+  for (int64_t i = 0; i < top_k + shared; ++i)
+    weights_out[i] = float(std::exp(log_sig[i] - max_value) / total * route_scale * global_scale);
+  std::copy(order, order + top_k, experts_out);
+}
+
+RouteDecision route_token(const float* logits, const float* correction_bias, int64_t routed, int64_t shared,
+                          int64_t top_k, float route_scale, float global_scale) {
+  RouteDecision decision;
+  decision.experts.resize(size_t(top_k));
+  decision.weights.resize(size_t(top_k + shared));
+  route_token(logits, correction_bias, routed, shared, top_k, route_scale, global_scale, decision.experts.data(),
+              decision.weights.data());
   return decision;
 }
 

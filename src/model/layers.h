@@ -23,6 +23,11 @@ struct RouteDecision {
   std::vector<int32_t> experts;   // [k], highest score first
   std::vector<float> weights;     // [k + SH]: routed then shared
 };
+// Writes the k chosen experts and the k + SH weights into caller buffers (no allocation;
+// routed <= kMaxRoutedExperts).
+constexpr int64_t kMaxRoutedExperts = 1024;
+void route_token(const float* logits, const float* correction_bias, int64_t routed, int64_t shared, int64_t top_k,
+                 float route_scale, float global_scale, int32_t* experts_out, float* weights_out);
 RouteDecision route_token(const float* logits, const float* correction_bias, int64_t routed, int64_t shared,
                           int64_t top_k, float route_scale, float global_scale);
 
