@@ -496,8 +496,9 @@ TEST_P(SynthFilesPerLayout, HoldsConfigTokenizerAndIndex) {
                            "tokenizer_config.json"})
     EXPECT_TRUE(fs::is_regular_file(dir / name)) << GetParam() << " lacks " << name;
   EXPECT_EQ(fs::exists(dir / "hf_quant_config.json"), GetParam() == "nvfp4");
-  if (GetParam() == "nvfp4")
+  if (GetParam() == "nvfp4") {
     EXPECT_EQ(read_json(dir / "hf_quant_config.json")["quantization"]["quant_algo"], "NVFP4");
+  }
   // The index lists exactly the tensors of the shards, and every shard it names exists.
   nlohmann::json index = read_json(dir / "model.safetensors.index.json");
   std::set<std::string> indexed, shards_named;

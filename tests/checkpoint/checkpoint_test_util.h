@@ -177,17 +177,47 @@ inline ProcessResult run_inkling_measured(const std::vector<std::string>& args, 
   return result;
 }
 
-// The tiny synthetic checkpoint of one layout and seed, written once per process with
-// `inkling synth DIR --layout L --preset tiny --seed S`.
+// Synth checkpoints are cached next to the binary, keyed by the binary's size and mtime (synth
+// is linked into it, so a rebuilt synth gets a fresh cache): ctest runs every test in its own
+// process, and writing them once per process would dominate the run time. Entries are written
+// to a temporary name and renamed into place, so parallel tests never see a half-written one.
+inline const fs::path& synth_cache_dir() {
+  static const fs::path dir = [] {
+    fs::path binary(INKLING_BINARY);
+    std::error_code ec;
+    auto stamp = fs::last_write_time(binary, ec).time_since_epoch().count();
+    std::string key = "v1_" + std::to_string(fs::file_size(binary, ec)) + "_" + std::to_string(stamp);
+    fs::path root = binary.parent_path() / "test_checkpoint_cache";
+    fs::create_directories(root, ec);
+    for (const auto& entry : fs::directory_iterator(root, ec))  // caches of older binaries
+      if (entry.path().filename().string().rfind(key, 0) != 0) fs::remove_all(entry.path(), ec);
+    return root / key;
+  }();
+  return dir;
+}
+
+// The tiny synthetic checkpoint of one layout and seed, written with
+// `inkling synth DIR --layout L --preset tiny --seed S`. Read-only: clone it to modify it.
 inline const fs::path& synth_tiny(const std::string& layout, uint64_t seed = 11) {
   static std::map<std::pair<std::string, uint64_t>, fs::path> cache;
   auto key = std::make_pair(layout, seed);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
-  fs::path dir = scratch_root() / ("synth_" + layout + "_" + std::to_string(seed));
-  ProcessResult result = run_inkling({"synth", dir.string(), "--layout", layout, "--preset", "tiny", "--seed",
-                                      std::to_string(seed)});
-  if (!result.exited || result.exit_code != 0) {
-    ADD_FAILURE() << "inkling synth " << layout << " failed: " << result.describe();
+  fs::path dir = synth_cache_dir() / (layout + "_" + std::to_string(seed));
+  if (!fs::exists(dir / "config.json")) {
+    fs::create_directories(synth_cache_dir());
+    fs::path temp = synth_cache_dir() / (layout + "_" + std::to_string(seed) + ".tmp" + std::to_string(getpid()));
+    fs::remove_all(temp);
+    ProcessResult result = run_inkling({"synth", temp.string(), "--layout", layout, "--preset", "tiny", "--seed",
+                                        std::to_string(seed)});
+    if (!result.exited || result.exit_code != 0) {
+      ADD_FAILURE() << "inkling synth " << layout << " failed: " << result.describe();
+    } else {
+      // The rename is atomic: other processes see the whole directory or none of it.
+      std::error_code ec;
+      fs::rename(temp, dir, ec);  // fails harmlessly when another process got there first
+    }
+    std::error_code ec;
+    fs::remove_all(temp, ec);
   }
   return cache.emplace(key, dir).first->second;
 }
