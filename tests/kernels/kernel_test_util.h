@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <ostream>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -32,6 +33,8 @@ struct FormatSpec {
     return s;
   }
 };
+
+inline void PrintTo(const FormatSpec& spec, std::ostream* os) { *os << spec.name(); }
 
 // Owns the bytes of a [stack * rows, cols] matrix. view(k) is the k-th of `stack` row-interleaved
 // matrices (rows k, k + stack, ...), which is how gate / up are cut out of a w13 tensor.
