@@ -99,6 +99,7 @@ Runner add_generate(CLI::App& app) {
     if (args->kv_dtype != "f32" && args->kv_dtype != "bf16")
       throw Error("--kv-dtype must be f32 or bf16, got \"" + args->kv_dtype + "\"");
     if (args->n <= 0) throw Error("-n must be positive, got " + std::to_string(args->n));
+    if (!args->reasoning_effort.empty()) parse_reasoning_effort(args->reasoning_effort);  // fail before loading
     std::string model_dir = args->model;
     if (model_dir.empty()) {
       model_dir = demo_checkpoint_dir();
