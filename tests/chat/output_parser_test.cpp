@@ -2,6 +2,8 @@
 // one id at a time, including each failure other engines shipped (NOTES.md).
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "runtime/chat/output_parser.h"
 #include "chat_test_util.h"
 
@@ -106,6 +108,16 @@ TEST(OutputParser, SeveralCallsInOneTurnStartingWithName) {
   EXPECT_EQ(c.calls[1].first, "get_time");
   EXPECT_EQ(c.calls[1].second, "{\"tz\":\"CET\"}");
   EXPECT_EQ(c.content, "");
+}
+
+// A sloppy model that opens the next block without closing the text: the role token alone
+// must end the text, so the tool name still does not leak.
+TEST(OutputParser, RoleTokenClosesAnUnterminatedBlock) {
+  auto c = run("<|content_text|>Let me check.<|message_model|>get_weather<|content_invoke_tool_json|>"
+               "{\"name\":\"get_weather\",\"args\":{}}<|message_model|><|content_text|>Done<|content_model_end_sampling|>");
+  EXPECT_EQ(c.content, "Let me check.Done");
+  ASSERT_EQ(c.calls.size(), 1u);
+  EXPECT_EQ(c.calls[0].second, "{}");
 }
 
 // llama.cpp PR #25731 testing: tokens decoded but nothing streamed.
@@ -213,6 +225,36 @@ TEST(OutputParser, MessageCarriesToolCallsInOpenAIShape) {
   EXPECT_EQ(m["tool_calls"][0]["function"]["name"], "get_weather");
   EXPECT_EQ(m["tool_calls"][0]["function"]["arguments"], "{\"city\":\"Rome\"}");
   EXPECT_EQ(m["content"], "Checking.");
+}
+
+// Random mixes of structural ids, text ids and partial UTF-8: never a crash, never a marker
+// in visible text, and the end token always ends the turn.
+TEST(OutputParser, RandomSequencesAreSafe) {
+  const auto& tok = test::chat_tokenizer();
+  auto text_ids = tok.encode("Hello, wörld! 日本 🤔 {\"name\":\"f\",\"args\":{\"a\":[1,2]}} get_weather", false);
+  std::mt19937 rng(1234);
+  for (int trial = 0; trial < 300; ++trial) {
+    OutputParser parser(tok);
+    Collected c;
+    int length = int(rng() % 60);
+    bool ended = false;
+    for (int i = 0; i < length; ++i) {
+      int32_t id;
+      switch (rng() % 4) {
+        case 0: id = chat_tokens::kFirstSpecial + int32_t(rng() % 60); break;
+        case 1: id = int32_t(rng() % 200) + 100000; break;  // arbitrary BPE ids (may split UTF-8)
+        default: id = text_ids[rng() % text_ids.size()]; break;
+      }
+      collect(parser.push(id), c);
+      if (id == chat_tokens::kEndSampling) ended = true;
+      EXPECT_EQ(parser.done(), ended);
+    }
+    collect(parser.finish(), c);
+    EXPECT_EQ(c.end_events, 1);
+    EXPECT_EQ(c.end, ended ? "stop" : "incomplete");
+    for (const auto& e : c.all)
+      if (e.kind == ChatEvent::Kind::Content || e.kind == ChatEvent::Kind::Reasoning) expect_no_markers(e.text);
+  }
 }
 
 }  // namespace
