@@ -80,7 +80,7 @@ QuantizationConfig parse_quantization(const json& config, const json* hf_quant) 
     return quant;
   }
   if (!algo.empty()) fail(source + ": unsupported quant_algo \"" + algo + "\" (supported: NVFP4)");
-  if (!method.empty() && method != "mlx" && method != "affine" && !field(*entry, "bits"))
+  if (!method.empty() && method != "mlx" && method != "affine")
     fail(source + ": unsupported quant_method \"" + method + "\"");
   if (!mode.empty() && mode != "affine")
     fail(source + ": unsupported quantization mode \"" + mode + "\" (supported: affine, nvfp4)");
@@ -98,6 +98,8 @@ QuantizationConfig parse_quantization(const json& config, const json* hf_quant) 
 }
 
 }  // namespace
+
+static ModelConfig parse_model_config_fields(const nlohmann::json& config, const nlohmann::json* hf_quant);
 
 bool TextConfig::has_moe() const {
   for (const LayerSpec& layer : layers)
@@ -240,6 +242,14 @@ TextConfig parse_text_config(const json& tc) {
 }
 
 ModelConfig parse_model_config(const json& config, const json* hf_quant) {
+  try {
+    return parse_model_config_fields(config, hf_quant);
+  } catch (const json::exception& error) {
+    throw Error(std::string("config.json: a field has the wrong type: ") + error.what());
+  }
+}
+
+static ModelConfig parse_model_config_fields(const json& config, const json* hf_quant) {
   if (!config.is_object()) fail("top level must be a JSON object");
   ModelConfig m;
   if (const json* value = field(config, "architectures"))
@@ -256,7 +266,12 @@ ModelConfig parse_model_config(const json& config, const json* hf_quant) {
   if (!m.architectures.empty() && !known_arch)
     fail("architectures " + json(m.architectures).dump() + " name no Inkling class");
   if (const json* value = field(config, "eos_token_id")) {
-    m.eos_token_id = value->is_array() ? (*value)[0].get<int>() : value->get<int>();
+    if (value->is_array()) {
+      if (value->empty()) fail("eos_token_id is an empty list");
+      m.eos_token_id = value->front().get<int>();
+    } else {
+      m.eos_token_id = value->get<int>();
+    }
   }
   if (const json* value = field(config, "image_token_id")) m.image_token_id = value->get<int>();
   if (const json* value = field(config, "audio_token_id")) m.audio_token_id = value->get<int>();
