@@ -24,14 +24,22 @@ struct Result {
   std::string out, err;
 };
 
+// A scratch directory for this process, removed at exit.
+struct ScratchDir {
+  fs::path path;
+  ScratchDir() : path(fs::temp_directory_path() / ("inkling_chat_cli_" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+};
+
 const fs::path& work_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("inkling_chat_cli_" + std::to_string(::getpid()));
-    fs::remove_all(d);
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
+  static const ScratchDir dir;
+  return dir.path;
 }
 
 // Runs the inkling binary with `args` (shell words), stdin from `input`.
@@ -106,7 +114,10 @@ TEST(ChatCli, TokenizePrintsIds) {
   Tokenizer tokenizer = Tokenizer::from_dir(model_dir());
   auto join = [](const std::vector<int32_t>& ids) {
     std::string s;
-    for (size_t i = 0; i < ids.size(); ++i) s += (i ? " " : "") + std::to_string(ids[i]);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i) s += ' ';
+      s += std::to_string(ids[i]);
+    }
     return s + "\n";
   };
   Result r = run("tokenize -m '" + model_dir() + "' 'Hello world'");

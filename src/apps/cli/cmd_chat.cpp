@@ -250,7 +250,10 @@ Runner add_tokenize(CLI::App& app) {
     Tokenizer tokenizer = Tokenizer::from_dir(args->model);
     std::vector<int32_t> ids = tokenizer.encode(args->text, !args->no_special);
     std::string line;
-    for (size_t i = 0; i < ids.size(); ++i) line += (i ? " " : "") + std::to_string(ids[i]);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i) line += ' ';
+      line += std::to_string(ids[i]);
+    }
     std::printf("%s\n", line.c_str());
     return 0;
   };
