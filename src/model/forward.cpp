@@ -221,7 +221,7 @@ void InklingModel::attention(int layer, SequenceState& state, int64_t n) {
   const LayerSpec& s = lw.spec;
   LayerState& ls = state.layers[size_t(layer)];
   const int64_t d = s.head_dim, nh = s.n_heads, nkv = s.n_kv_heads, dr = c.d_rel, extent = s.rel_extent;
-  const int64_t qd = nh * d, kvd = nkv * d, h = c.hidden_size;
+  const int64_t qd = nh * d, kvd = nkv * d;
   const int64_t pos0 = state.position;
   kernels::matmul(lw.attn.q, h_.data(), n, q_.data());
   kernels::matmul(lw.attn.k, h_.data(), n, k_.data());
@@ -282,7 +282,6 @@ void InklingModel::attention(int layer, SequenceState& state, int64_t n) {
         axpy_kv(scores[j - lo] * inv_total, kv.value_row(j) + kv_head * d * elem, d, kv.dtype, out);
     }
   }
-  (void)h;
   kernels::matmul(lw.attn.o, attn_out_.data(), n, a_.data());
 }
 

@@ -39,8 +39,27 @@ class WeightBinder {
     if (auto found = find(canonical)) return *found;
     throw Error(ckpt_.dir_.string() + ": missing tensor " + canonical + " (" + original_hint(canonical) + ")");
   }
+  // The release spelling of a canonical name, for error messages.
   static std::string original_hint(const std::string& canonical) {
-    return "canonical name; see the seed's weight keys for the original spelling";
+    static const std::vector<std::pair<std::string, std::string>> kSpellings = {
+        {"model.embed_tokens.weight", "model.llm.embed.weight"}, {"lm_head.weight", "model.llm.unembed.weight"},
+        {"model.embed_norm.weight", "model.llm.embed_norm.weight"}, {"model.norm.weight", "model.llm.norm.weight"},
+        {"model.layers.", "model.llm.layers."}, {"self_attn.q_proj", "attn.wq_du"}, {"self_attn.k_proj", "attn.wk_dv"},
+        {"self_attn.v_proj", "attn.wv_dv"}, {"self_attn.r_proj", "attn.wr_du"}, {"self_attn.o_proj", "attn.wo_ud"},
+        {"self_attn.rel_proj", "attn.rel_logits_proj.proj"}, {"self_attn.k_sconv.conv", "attn.k_sconv"},
+        {"self_attn.v_sconv.conv", "attn.v_sconv"}, {"self_attn.", "attn."}, {"input_layernorm", "attn_norm"},
+        {"post_attention_layernorm", "mlp_norm"}, {"_sconv.conv.", "_sconv."}, {"mlp.gate_weight", "mlp.gate.weight"},
+        {"mlp.e_score_correction_bias", "mlp.gate.bias"}, {"mlp.switch_mlp.gate_proj", "mlp.experts.w13_weight (even rows)"},
+        {"mlp.switch_mlp.up_proj", "mlp.experts.w13_weight (odd rows)"}, {"mlp.switch_mlp.down_proj", "mlp.experts.w2_weight"},
+        {"mlp.shared_experts.gate_proj", "mlp.shared_experts.shared_w13_weight (even rows)"},
+        {"mlp.shared_experts.up_proj", "mlp.shared_experts.shared_w13_weight (odd rows)"},
+        {"mlp.shared_experts.down_proj", "mlp.shared_experts.shared_w2_weight"},
+        {"mlp.gate_proj", "mlp.w13_dn (even rows)"}, {"mlp.up_proj", "mlp.w13_dn (odd rows)"}, {"mlp.down_proj", "mlp.w2_md"},
+    };
+    std::string name = canonical;
+    for (const auto& [from, to] : kSpellings)
+      if (size_t at = name.find(from); at != std::string::npos) name.replace(at, from.size(), to);
+    return name == canonical ? "canonical name" : "in the original layout: " + name;
   }
   [[noreturn]] void bad(const Source& src, const std::string& what) {
     throw Error(ckpt_.dir_.string() + ": tensor " + src.entry->source + " (bound as " + src.canonical +
