@@ -22,6 +22,17 @@ struct PreparedX {
   const float* x_nibble_lanes = nullptr;
   // Affine: sum of x over each group of group_size columns.
   const float* group_sums = nullptr;
+  // 4-bit formats on the VNNI matvec (see use_vnni_matvec): x as two int8 parts per 8 columns,
+  // x[c] ~= x_q8_scale[lane] * (256 * q1[c] + q2[c]) (q1 = x at 127 / max|x| of the 8 columns,
+  // q2 the residual 256 times finer: ~1e-5 relative error). Per 128 columns (a "chunk"):
+  //   x_q8: 256 bytes: q1 of the even columns, q1 odd, q2 even, q2 odd (64 each; byte b of
+  //         "even" is column 2 b, so 32-bit lane l covers columns 8 l .. 8 l + 7);
+  //   x_q8_scale: 16 floats, lane l's scale; x_q8_sum: 16 ints, sum of 256 q1 + q2 over lane l.
+  const int8_t* x_q8 = nullptr;
+  const float* x_q8_scale = nullptr;
+  const int32_t* x_q8_sum = nullptr;
+  // Affine with x_q8: group sums of the dequantized x_q8 (so bias and codes see the same x).
+  const float* group_sums_q8 = nullptr;
 };
 
 struct Backend {
@@ -47,6 +58,34 @@ const Backend& scalar_backend();
 const Backend& avx2_backend();
 const Backend& avx512_backend();
 const Backend& backend_for(Isa isa);
+
+// CPU probes for the optional AVX-512 extensions (isa.cpp).
+bool cpu_has_avx512_bf16();
+bool cpu_has_avx512_vnni();
+
+// The 4-bit matvec shapes linear_avx512vnni.cpp handles: NVFP4 or affine 4-bit with a group
+// that divides 128 into whole 8-column lanes, cols a multiple of 128.
+inline bool vnni_matvec_shape(const WeightMatrix& w) {
+  if (w.cols % 128 != 0) return false;
+  if (w.format == WeightFormat::NvFp4) return true;
+  return w.format == WeightFormat::Affine && w.bits == 4 && w.group_size % 8 == 0 &&
+         128 % w.group_size == 0;
+}
+
+// linear_avx512vnni.cpp (AVX-512 + VNNI; call only when cpu_has_avx512_vnni()): the matvec of
+// a vnni_matvec_shape matrix with x given as x_q8 (+ group_sums_q8 for affine).
+void vnni_matvec_rows(const WeightMatrix& w, const PreparedX& x, int64_t row_begin,
+                      int64_t row_end, float* y);
+
+// linear_avx512bf16.cpp (AVX-512 + BF16; call only when cpu_has_avx512_bf16()): the
+// Bf16Activations prefill. X [n, cols] f32 -> bf16 bits [n, ldx] (ldx = bf16_ldx(cols), zero
+// padded), then y[t * ldy + r - row_begin] = W[r] . X[t] with vdpbf16ps.
+inline int64_t bf16_ldx(int64_t cols) { return (cols + 31) / 32 * 32; }
+void bf16_round_rows(const float* x, int64_t n, int64_t cols, uint16_t* out);
+void bf16_matmul_rows(const WeightMatrix& w, const uint16_t* x, int64_t n, int64_t row_begin,
+                      int64_t row_end, float* y, int64_t ldy);
+// linear_avx512.cpp: row r of w decoded to f32 (natural column order), any format.
+void avx512_decode_row(const WeightMatrix& w, int64_t r, float* out);
 
 // 256-entry E4M3 -> f32 table (NaN codes included) for the NVFP4 paths.
 const float* e4m3_table();

@@ -1,5 +1,7 @@
 #include "kernels/isa.h"
 
+#include "kernels/backend.h"
+
 #include <atomic>
 #include <cstdlib>
 #include <string>
@@ -75,5 +77,16 @@ std::optional<Isa> parse_isa(std::string_view name) {
   if (name == "avx512") return Isa::Avx512;
   return std::nullopt;
 }
+
+namespace detail {
+bool cpu_has_avx512_bf16() {
+  static const bool has = __builtin_cpu_supports("avx512bf16");
+  return has;
+}
+bool cpu_has_avx512_vnni() {
+  static const bool has = __builtin_cpu_supports("avx512vnni");
+  return has;
+}
+}  // namespace detail
 
 }  // namespace inkling::kernels

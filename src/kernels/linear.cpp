@@ -5,7 +5,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -20,6 +23,41 @@ using detail::Backend;
 using detail::PreparedX;
 
 const Backend& active_backend() { return detail::backend_for(active_isa()); }
+
+std::atomic<MatmulPrecision>& precision_setting() {
+  static std::atomic<MatmulPrecision> precision{[] {
+    const char* exact = std::getenv("INKLING_EXACT");
+    return exact && std::strcmp(exact, "1") == 0 ? MatmulPrecision::Exact
+                                                  : MatmulPrecision::Bf16Activations;
+  }()};
+  return precision;
+}
+
+bool fast_mode(const Backend& backend) {
+  return backend.isa == Isa::Avx512 &&
+         precision_setting().load(std::memory_order_relaxed) == MatmulPrecision::Bf16Activations;
+}
+
+// The Bf16Activations prefill applies from this many tokens (below, rounding X costs more
+// than the faster tile saves).
+constexpr int64_t kBf16MinTokens = 4;
+
+// f32 / f16 weights stay on the f32 path: rounding both them and X to bf16 would exceed the
+// 1e-2 budget, and no large matrix of the models is stored that way.
+bool use_bf16_matmul(const Backend& backend, const WeightMatrix& w, int64_t n) {
+  const bool format_ok = w.format == WeightFormat::BF16 || w.format == WeightFormat::NvFp4 ||
+                         w.format == WeightFormat::Affine;
+  return format_ok && n >= kBf16MinTokens && fast_mode(backend) &&
+         detail::cpu_has_avx512_bf16();
+}
+
+// X rounded to bf16 for one call; kept between calls to reuse the allocation.
+const uint16_t* round_to_bf16(const float* x, int64_t n, int64_t cols) {
+  thread_local std::vector<uint16_t> buffer;
+  buffer.resize(size_t(n * detail::bf16_ldx(cols)));
+  detail::bf16_round_rows(x, n, cols, buffer.data());
+  return buffer.data();
+}
 
 void check(const WeightMatrix& w, const char* what) {
   auto fail = [&](const std::string& why) {
@@ -50,10 +88,61 @@ struct PrepareCache {
   const float* x = nullptr;
   int64_t cols = 0;
   std::vector<float> x_copy;  // to notice an x rewritten in place between calls
-  bool has_split = false, has_lanes = false;
-  int sums_group = 0;
+  bool has_split = false, has_lanes = false, has_q8 = false, q8_ok = false;
+  int sums_group = 0, q8_sums_group = 0;
   std::vector<float> x_split, x_nibble_lanes, group_sums;
+  std::vector<int8_t> x_q8;
+  std::vector<float> x_q8_scale, x_hat, group_sums_q8;
+  std::vector<int32_t> x_q8_sum;
 };
+
+// PreparedX::x_q8 and friends (see backend.h). False when x is not finite (the f32 paths then
+// propagate inf / NaN as usual).
+bool quantize_q8(const float* x, int64_t cols, PrepareCache& cache) {
+  const int64_t chunks = cols / 128;
+  cache.x_q8.resize(size_t(chunks * 256));
+  cache.x_q8_scale.resize(size_t(chunks * 16));
+  cache.x_q8_sum.resize(size_t(chunks * 16));
+  cache.x_hat.resize(size_t(cols));
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    int8_t* q = cache.x_q8.data() + 256 * ch;
+    for (int lane = 0; lane < 16; ++lane) {
+      const int64_t c0 = 128 * ch + 8 * lane;
+      float max_abs = 0.0f;
+      for (int j = 0; j < 8; ++j) max_abs = std::max(max_abs, std::fabs(x[c0 + j]));
+      if (!std::isfinite(max_abs)) return false;
+      const float s1 = max_abs / 127.0f, s2 = s1 / 256.0f;
+      const float inv1 = max_abs > 0.0f ? 127.0f / max_abs : 0.0f, inv2 = inv1 * 256.0f;
+      int32_t sum = 0;
+      for (int j = 0; j < 8; ++j) {
+        const float v = x[c0 + j];
+        const float q1 = std::min(127.0f, std::max(-127.0f, std::nearbyint(v * inv1)));
+        const float q2 =
+            std::min(127.0f, std::max(-127.0f, std::nearbyint((v - q1 * s1) * inv2)));
+        // Byte b of the even / odd halves is column 2 b / 2 b + 1 of the chunk.
+        const int byte = (8 * lane + j) / 2, half = j & 1;
+        q[64 * half + byte] = int8_t(q1);
+        q[128 + 64 * half + byte] = int8_t(q2);
+        const int32_t combined = 256 * int32_t(q1) + int32_t(q2);
+        sum += combined;
+        cache.x_hat[size_t(c0 + j)] = s2 * float(combined);
+      }
+      cache.x_q8_scale[size_t(16 * ch + lane)] = s2;
+      cache.x_q8_sum[size_t(16 * ch + lane)] = sum;
+    }
+  }
+  return true;
+}
+
+void group_sums_of(const float* x, int64_t cols, int group_size, std::vector<float>& out) {
+  const int64_t groups = cols / group_size;
+  out.resize(size_t(groups));
+  for (int64_t g = 0; g < groups; ++g) {
+    float sum = 0.0f;
+    for (int64_t c = g * group_size; c < (g + 1) * group_size; ++c) sum += x[c];
+    out[size_t(g)] = sum;
+  }
+}
 
 PreparedX prepare(const WeightMatrix& w, const float* x, const Backend& backend,
                   PrepareCache& cache) {
@@ -65,11 +154,30 @@ PreparedX prepare(const WeightMatrix& w, const float* x, const Backend& backend,
     cache.x = x;
     cache.cols = cols;
     cache.x_copy.assign(x, x + cols);
-    cache.has_split = cache.has_lanes = false;
-    cache.sums_group = 0;
+    cache.has_split = cache.has_lanes = cache.has_q8 = false;
+    cache.sums_group = cache.q8_sums_group = 0;
   }
   PreparedX prepared;
   prepared.x = x;
+  if (fast_mode(backend) && detail::vnni_matvec_shape(w) && detail::cpu_has_avx512_vnni()) {
+    if (!cache.has_q8) {
+      cache.q8_ok = quantize_q8(x, cols, cache);
+      cache.has_q8 = true;
+    }
+    if (cache.q8_ok) {
+      prepared.x_q8 = cache.x_q8.data();
+      prepared.x_q8_scale = cache.x_q8_scale.data();
+      prepared.x_q8_sum = cache.x_q8_sum.data();
+      if (w.format == WeightFormat::Affine) {
+        if (cache.q8_sums_group != w.group_size) {
+          group_sums_of(cache.x_hat.data(), cols, w.group_size, cache.group_sums_q8);
+          cache.q8_sums_group = w.group_size;
+        }
+        prepared.group_sums_q8 = cache.group_sums_q8.data();
+      }
+      return prepared;
+    }
+  }
   const bool four_bit = w.format == WeightFormat::NvFp4 ||
                         (w.format == WeightFormat::Affine && w.bits == 4);
   const int lanes_chunk = backend.nibble_lanes_chunk;
@@ -102,13 +210,7 @@ PreparedX prepare(const WeightMatrix& w, const float* x, const Backend& backend,
   }
   if (w.format == WeightFormat::Affine) {
     if (cache.sums_group != w.group_size) {
-      const int64_t groups = cols / w.group_size;
-      cache.group_sums.resize(size_t(groups));
-      for (int64_t g = 0; g < groups; ++g) {
-        float sum = 0.0f;
-        for (int64_t c = g * w.group_size; c < (g + 1) * w.group_size; ++c) sum += x[c];
-        cache.group_sums[size_t(g)] = sum;
-      }
+      group_sums_of(x, cols, w.group_size, cache.group_sums);
       cache.sums_group = w.group_size;
     }
     prepared.group_sums = cache.group_sums.data();
@@ -155,6 +257,9 @@ void check_pair(const WeightMatrix& gate, const WeightMatrix& up) {
 
 }  // namespace
 
+void set_matmul_precision(MatmulPrecision precision) { precision_setting().store(precision); }
+MatmulPrecision matmul_precision() { return precision_setting().load(); }
+
 void matvec(const WeightMatrix& w, const float* x, float* y) {
   check(w, "matvec");
   const Backend& backend = active_backend();
@@ -173,12 +278,17 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
   if (n <= 0) return;
   const Backend& backend = active_backend();
   const int threads = threads_for(w, n);
+  const uint16_t* x_bf16 = use_bf16_matmul(backend, w, n) ? round_to_bf16(x, n, w.cols) : nullptr;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     const RowRange range =
         row_range(w.rows, omp_get_thread_num(), omp_get_num_threads(), backend.matmul_row_block);
-    if (range.end > range.begin)
-      backend.matmul_rows(w, x, n, range.begin, range.end, y + range.begin, w.rows);
+    if (range.end > range.begin) {
+      if (x_bf16)
+        detail::bf16_matmul_rows(w, x_bf16, n, range.begin, range.end, y + range.begin, w.rows);
+      else
+        backend.matmul_rows(w, x, n, range.begin, range.end, y + range.begin, w.rows);
+    }
   }
 }
 
@@ -210,6 +320,8 @@ void swiglu_matmul(const WeightMatrix& gate, const WeightMatrix& up, const float
   if (n <= 0) return;
   const Backend& backend = active_backend();
   const int threads = threads_for(gate, 2 * n);
+  const uint16_t* x_bf16 =
+      use_bf16_matmul(backend, gate, n) ? round_to_bf16(x, n, gate.cols) : nullptr;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     const RowRange range = row_range(gate.rows, omp_get_thread_num(), omp_get_num_threads(),
@@ -217,8 +329,14 @@ void swiglu_matmul(const WeightMatrix& gate, const WeightMatrix& up, const float
     const int64_t count = range.end - range.begin;
     if (count > 0) {
       std::vector<float> up_out(size_t(n * count));
-      backend.matmul_rows(gate, x, n, range.begin, range.end, out + range.begin, gate.rows);
-      backend.matmul_rows(up, x, n, range.begin, range.end, up_out.data(), count);
+      if (x_bf16) {
+        detail::bf16_matmul_rows(gate, x_bf16, n, range.begin, range.end, out + range.begin,
+                                 gate.rows);
+        detail::bf16_matmul_rows(up, x_bf16, n, range.begin, range.end, up_out.data(), count);
+      } else {
+        backend.matmul_rows(gate, x, n, range.begin, range.end, out + range.begin, gate.rows);
+        backend.matmul_rows(up, x, n, range.begin, range.end, up_out.data(), count);
+      }
       for (int64_t t = 0; t < n; ++t) {
         float* row = out + t * gate.rows + range.begin;
         const float* up_row = up_out.data() + t * count;

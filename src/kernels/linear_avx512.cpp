@@ -21,10 +21,10 @@ namespace inkling::kernels::detail {
 namespace {
 
 #include "kernels/simd_common.h"
+#include "kernels/simd_avx512.h"
 
 constexpr int kLanes = 16;
 
-inline __mmask16 tail_mask(int64_t count) { return __mmask16((1u << count) - 1u); }
 
 template <WeightFormat F>
 inline __m512 load16(const uint8_t* row, int64_t c) {
@@ -70,27 +70,7 @@ float dot_dense(const uint8_t* row, const float* x, int64_t cols) {
   return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
 
-// 16 affine parameters (groups g .. g+15, fewer under `mask`) as f32.
-inline __m512 load_params16(const uint8_t* p, DType dtype, int64_t g, __mmask16 mask) {
-  if (dtype == DType::BF16) {
-    __m256i bits = _mm256_maskz_loadu_epi16(mask, p + 2 * g);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
-  }
-  if (dtype == DType::F16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, p + 2 * g));
-  return _mm512_maskz_loadu_ps(mask, reinterpret_cast<const float*>(p) + g);
-}
 
-// sum_g bias[g] * sum(x over group g): the bias half of the affine dot product.
-inline float affine_bias_dot(const uint8_t* biases, DType dtype, const float* group_sums,
-                             int64_t groups) {
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t g = 0; g < groups; g += 16) {
-    __mmask16 mask = groups - g >= 16 ? __mmask16(0xffff) : tail_mask(groups - g);
-    acc = _mm512_fmadd_ps(load_params16(biases, dtype, g, mask),
-                          _mm512_maskz_loadu_ps(mask, group_sums + g), acc);
-  }
-  return _mm512_reduce_add_ps(acc);
-}
 
 inline __m512 fp4_table() {
   return _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f,
@@ -185,18 +165,6 @@ void affine_rows(const WeightMatrix& w, int64_t r, const PreparedX& px, float* y
                            px.group_sums, groups);
 }
 
-// 16 E4M3 bytes (fewer under `mask`) to f32 in registers: exponent and mantissa move to their
-// f32 positions and one multiply by 2^120 re-biases, subnormals included.
-inline __m512 e4m3x16_to_f32(const uint8_t* bytes, __mmask16 mask) {
-  const __m512i d = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mask, bytes));
-  const __m512i magnitude = _mm512_and_si512(d, _mm512_set1_epi32(0x7f));
-  __m512 value = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(magnitude, 20)),
-                               _mm512_set1_ps(0x1p120f));
-  const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(d, _mm512_set1_epi32(0x80)), 24);
-  value = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(value), sign));
-  const __mmask16 nan = _mm512_cmpeq_epi32_mask(magnitude, _mm512_set1_epi32(0x7f));
-  return _mm512_mask_mov_ps(value, nan, _mm512_set1_ps(__builtin_nanf("")));
-}
 
 template <int R>
 void nvfp4_rows(const WeightMatrix& w, int64_t r, const PreparedX& px, float* y) {
@@ -417,6 +385,7 @@ void matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, 
       });
       return;
     case WeightFormat::Affine:
+      if (px.x_q8 && w.bits == 4) return vnni_matvec_rows(w, px, row_begin, row_end, y);
       if (!affine_fast_path(w)) break;
       if (w.bits == 4 && px.x_nibble_lanes && 128 % w.group_size == 0) {
         for_row_blocks(row_begin, row_end, y, [&](auto rows, int64_t r, float* out) {
@@ -433,6 +402,7 @@ void matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, 
       }
       return;
     case WeightFormat::NvFp4:
+      if (px.x_q8) return vnni_matvec_rows(w, px, row_begin, row_end, y);
       if (px.x_nibble_lanes) {
         for_row_blocks(row_begin, row_end, y, [&](auto rows, int64_t r, float* out) {
           nvfp4_lanes_rows<decltype(rows)::value>(w, r, px, out);
@@ -583,6 +553,14 @@ void matmul_rows(const WeightMatrix& w, const float* x, int64_t n, int64_t row_b
                  int64_t row_end, float* y, int64_t ldy) {
   matmul_rows_tiled<Kernel512>(w, x, n, row_begin, row_end, y, ldy);
 }
+
+}  // namespace
+
+void avx512_decode_row(const WeightMatrix& w, int64_t r, float* out) {
+  Kernel512::decode_row(w, r, out);
+}
+
+namespace {
 
 float dot_f32(const float* a, const float* b, int64_t n) {
   return dot_dense<WeightFormat::F32>(reinterpret_cast<const uint8_t*>(a), b, n);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/isa.h"
+#include "kernels/linear.h"
 #include "tensor/dtype.h"
 #include "tensor/weight_matrix.h"
 
@@ -171,6 +172,37 @@ inline double relative_error(const std::vector<float>& got, const std::vector<do
   return worst / std::max(rms, 1e-30);
 }
 
+// The expected output magnitude of X W^T for random data: sqrt(mean over outputs of
+// sum_c (w_c x_c)^2). Unlike the RMS of a handful of outputs it cannot be small by chance
+// (one output of a 1-row matrix can be near zero), so approximate kernels are judged by it.
+inline double term_rms(const WeightMatrix& w, const float* x, int64_t n) {
+  std::vector<float> row(size_t(w.cols));
+  double sum = 0.0;
+  for (int64_t r = 0; r < w.rows; ++r) {
+    dequantize_row(w, r, row.data());
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t c = 0; c < w.cols; ++c) {
+        const double term = double(row[size_t(c)]) * x[t * w.cols + c];
+        sum += term * term;
+      }
+  }
+  return std::sqrt(sum / double(w.rows * n));
+}
+
+// Worst and RMS |got - want| relative to `scale`.
+inline double max_error_over(const std::vector<float>& got, const std::vector<double>& want,
+                             double scale) {
+  double worst = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]));
+  return worst / scale;
+}
+inline double rms_error_over(const std::vector<float>& got, const std::vector<double>& want,
+                             double scale) {
+  double sum = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) sum += (got[i] - want[i]) * (got[i] - want[i]);
+  return std::sqrt(sum / double(want.size())) / scale;
+}
+
 // Every ISA path compiled in and supported by this CPU.
 inline std::vector<kernels::Isa> testable_isas() {
   std::vector<kernels::Isa> isas;
@@ -187,6 +219,19 @@ class IsaGuard {
 
  private:
   kernels::Isa saved_;
+};
+
+// Sets a matmul precision for the scope of a test, then restores the previous one.
+class PrecisionGuard {
+ public:
+  explicit PrecisionGuard(kernels::MatmulPrecision precision)
+      : saved_(kernels::matmul_precision()) {
+    kernels::set_matmul_precision(precision);
+  }
+  ~PrecisionGuard() { kernels::set_matmul_precision(saved_); }
+
+ private:
+  kernels::MatmulPrecision saved_;
 };
 
 }  // namespace inkling::test

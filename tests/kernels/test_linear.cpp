@@ -45,6 +45,7 @@ class LinearTest : public ::testing::TestWithParam<FormatSpec> {};
 
 TEST_P(LinearTest, MatvecAndMatmulMatchReference) {
   IsaGuard guard;
+  PrecisionGuard exact(kernels::MatmulPrecision::Exact);
   std::mt19937 rng(1234);
   for (int64_t rows : {1, 3, 17, 130}) {
     for (int64_t cols : cols_for(GetParam())) {
@@ -75,6 +76,7 @@ TEST_P(LinearTest, MatvecAndMatmulMatchReference) {
 
 TEST_P(LinearTest, SwigluMatchesComposedReference) {
   IsaGuard guard;
+  PrecisionGuard exact(kernels::MatmulPrecision::Exact);
   std::mt19937 rng(99);
   for (int64_t rows : {1, 17, 130}) {
     const int64_t cols = cols_for(GetParam()).back();
@@ -101,12 +103,83 @@ TEST_P(LinearTest, SwigluMatchesComposedReference) {
   }
 }
 
+// MatmulPrecision::Bf16Activations: matmul with n >= 4 may round X to bf16 (vdpbf16ps), the
+// 4-bit matvec may quantize x to two int8 parts (VNNI). Same shapes as above.
+// Errors are relative to the larger of the output RMS and term_rms (see kernel_test_util.h).
+// bf16: RMS error under 6e-3 (measured ~1.5e-3 bf16 weights, up to 4.2e-3 affine). Worst output: under 1e-2 when only X is rounded (bf16 and NVFP4
+// weights are exact in bf16); affine weights are rounded too (centred, see
+// linear_avx512bf16.cpp) and measure up to 1.3e-2 on these sizes, hence 1.5e-2.
+constexpr double kBf16RmsTolerance = 6e-3;
+constexpr double kBf16Tolerance = 1.5e-2;
+// VNNI: worst output under 1e-4 (RMS ~1.5e-5).
+constexpr double kVnniTolerance = 1e-4;
+
+TEST_P(LinearTest, Bf16ActivationsMatchReference) {
+  IsaGuard guard;
+  PrecisionGuard fast(kernels::MatmulPrecision::Bf16Activations);
+  std::mt19937 rng(4321);
+  for (int64_t rows : {1, 3, 17, 130}) {
+    for (int64_t cols : cols_for(GetParam())) {
+      TestMatrix matrix(GetParam(), rows, cols, 2, rng);
+      const WeightMatrix w = matrix.view(1);
+      std::vector<float> x = random_vector(33 * cols, rng);
+      for (int64_t n : {1, 4, 5, 33}) {
+        std::vector<double> want = reference_matmul(w, x.data(), n);
+        std::vector<float> dummy(want.size(), 0.0f);
+        const double scale =
+            std::max(term_rms(w, x.data(), n), rms_error_over(dummy, want, 1.0));
+        for (Isa isa : testable_isas()) {
+          SCOPED_TRACE(std::string(kernels::isa_name(isa)) + " rows=" + std::to_string(rows) +
+                       " cols=" + std::to_string(cols) + " n=" + std::to_string(n));
+          kernels::set_isa(isa);
+          std::vector<float> got(size_t(n * rows), NAN);
+          kernels::matmul(w, x.data(), n, got.data());
+          EXPECT_LT(max_error_over(got, want, scale), n == 1 ? kVnniTolerance : kBf16Tolerance);
+          if (n > 1) EXPECT_LT(rms_error_over(got, want, scale), kBf16RmsTolerance);
+        }
+      }
+    }
+  }
+}
+
+TEST_P(LinearTest, Bf16ActivationsSwiglu) {
+  IsaGuard guard;
+  PrecisionGuard fast(kernels::MatmulPrecision::Bf16Activations);
+  std::mt19937 rng(98);
+  for (int64_t rows : {17, 130}) {  // one output is no measure of relative error
+    const int64_t cols = cols_for(GetParam()).back();
+    for (int64_t c : {cols, cols_for(GetParam()).front()}) {
+      TestMatrix w13(GetParam(), rows, c, 2, rng);
+      const WeightMatrix gate = w13.view(0), up = w13.view(1);
+      std::vector<float> x = random_vector(5 * c, rng);
+      for (int64_t n : {1, 5}) {
+        std::vector<double> g = reference_matmul(gate, x.data(), n);
+        std::vector<double> u = reference_matmul(up, x.data(), n);
+        std::vector<double> want(g.size());
+        for (size_t i = 0; i < g.size(); ++i) want[i] = silu(g[i]) * u[i];
+        for (Isa isa : testable_isas()) {
+          SCOPED_TRACE(std::string(kernels::isa_name(isa)) + " rows=" + std::to_string(rows) +
+                       " cols=" + std::to_string(c) + " n=" + std::to_string(n));
+          kernels::set_isa(isa);
+          std::vector<float> got(size_t(n * rows), NAN);
+          if (n == 1)
+            kernels::swiglu_matvec(gate, up, x.data(), got.data());
+          else
+            kernels::swiglu_matmul(gate, up, x.data(), n, got.data());
+          EXPECT_LT(relative_error(got, want), n == 1 ? 5 * kVnniTolerance : 4 * kBf16Tolerance);
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllFormats, LinearTest, ::testing::ValuesIn(all_formats()),
                          [](const auto& info) { return info.param.name(); });
 
 // Large enough that matvec / matmul fork onto every thread: checks the row split.
 TEST(LinearThreads, LargeMatrixSplitsCorrectly) {
   IsaGuard guard;
+  PrecisionGuard exact(kernels::MatmulPrecision::Exact);
   std::mt19937 rng(7);
   const FormatSpec spec{WeightFormat::Affine, 4, 64, DType::BF16};
   TestMatrix matrix(spec, 1027, 1024, 1, rng);
@@ -128,6 +201,7 @@ TEST(LinearThreads, LargeMatrixSplitsCorrectly) {
 // group sizes on the same x, must not reuse stale data.
 TEST(LinearCache, SameActivationPointerWithNewContents) {
   IsaGuard guard;
+  PrecisionGuard exact(kernels::MatmulPrecision::Exact);
   std::mt19937 rng(11);
   TestMatrix q4_g32({WeightFormat::Affine, 4, 32, DType::BF16}, 9, 256, 1, rng);
   TestMatrix q4_g64({WeightFormat::Affine, 4, 64, DType::F16}, 9, 256, 1, rng);
@@ -145,6 +219,39 @@ TEST(LinearCache, SameActivationPointerWithNewContents) {
         EXPECT_LT(relative_error(got, want), kTolerance);
       }
       for (float& v : x) v = v * 0.5f + 0.25f;  // same buffer, new values
+    }
+  }
+}
+
+// The precision switch is an API: default Bf16Activations (INKLING_EXACT unset), settable.
+TEST(LinearPrecision, SetAndGet) {
+  PrecisionGuard guard(kernels::matmul_precision());
+  kernels::set_matmul_precision(kernels::MatmulPrecision::Exact);
+  EXPECT_EQ(kernels::matmul_precision(), kernels::MatmulPrecision::Exact);
+  kernels::set_matmul_precision(kernels::MatmulPrecision::Bf16Activations);
+  EXPECT_EQ(kernels::matmul_precision(), kernels::MatmulPrecision::Bf16Activations);
+}
+
+// The VNNI matvec on the bench shape: random x, 4-bit weights, worst error vs the output RMS
+// stays under 1e-4 over many rows (the accuracy contract of the default mode).
+TEST(LinearPrecision, VnniMatvecAccuracyAtScale) {
+  IsaGuard guard;
+  PrecisionGuard fast(kernels::MatmulPrecision::Bf16Activations);
+  std::mt19937 rng(5);
+  for (FormatSpec spec : {FormatSpec{WeightFormat::Affine, 4, 64, DType::BF16},
+                          FormatSpec{WeightFormat::NvFp4, 4, 16, DType::F8_E4M3}}) {
+    TestMatrix matrix(spec, 512, 2048, 1, rng);
+    const WeightMatrix w = matrix.view(0);
+    std::vector<float> x = random_vector(2048, rng);
+    std::vector<double> want = reference_matmul(w, x.data(), 1);
+    for (Isa isa : testable_isas()) {
+      SCOPED_TRACE(spec.name() + " " + kernels::isa_name(isa));
+      kernels::set_isa(isa);
+      std::vector<float> got(512, NAN);
+      kernels::matvec(w, x.data(), got.data());
+      EXPECT_LT(relative_error(got, want), kVnniTolerance);
+      std::vector<float> zero(want.size(), 0.0f);
+      EXPECT_LT(rms_error_over(got, want, rms_error_over(zero, want, 1.0)), 3e-5);
     }
   }
 }

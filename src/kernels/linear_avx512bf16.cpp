@@ -1,0 +1,194 @@
+// Prefill with vdpbf16ps (MatmulPrecision::Bf16Activations): AVX-512 + AVX512_BF16, reached
+// only after cpu_has_avx512_bf16().
+//
+// X is rounded to bf16 once per call (bf16_round_rows). vdpbf16ps multiplies 32 bf16 pairs into
+// 16 f32 lanes per instruction, twice the multiply-adds of an f32 FMA; lane l accumulates
+// columns 2 l and 2 l + 1 of each 32, so weights and X are both used in natural column order.
+// bf16 weights are read in place; every other format is decoded per block of kRows rows to f32
+// (avx512_decode_row) and rounded to bf16 into scratch once, then reused by every token of
+// the token block. Register tile: kRows rows x kTokens tokens of accumulators, horizontal sums
+// at the end.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <utility>
+
+#include "kernels/backend.h"
+
+namespace inkling::kernels::detail {
+namespace {
+
+#include "kernels/simd_common.h"
+#include "kernels/simd_avx512.h"
+
+constexpr int kRows = 4;
+constexpr int kTokens = 6;
+
+inline __mmask32 tail_mask32(int64_t count) {
+  return count >= 32 ? __mmask32(0xffffffffu) : __mmask32((1u << count) - 1u);
+}
+
+// 32 f32 -> 32 bf16 (round to nearest even), fewer under the mask (the rest zero).
+inline __m512i round32(const float* x, __mmask32 mask) {
+  const __m512 lo = _mm512_maskz_loadu_ps(__mmask16(mask), x);
+  const __m512 hi = _mm512_maskz_loadu_ps(__mmask16(mask >> 16), x + 16);
+  return __m512i(_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+void round_row(const float* x, int64_t cols, uint16_t* out) {
+  const int64_t ld = bf16_ldx(cols);
+  for (int64_t c = 0; c < ld; c += 32)
+    _mm512_storeu_si512(out + c, round32(x + c, tail_mask32(cols - c)));
+}
+
+// Sum of each of 4 vectors' 16 lanes: [sum a0, sum a1, sum a2, sum a3].
+inline __m128 reduce4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+  const __m512 s01 = _mm512_add_ps(_mm512_shuffle_f32x4(a0, a1, 0x44),
+                                   _mm512_shuffle_f32x4(a0, a1, 0xee));  // a0 8 | a1 8
+  const __m512 s23 = _mm512_add_ps(_mm512_shuffle_f32x4(a2, a3, 0x44),
+                                   _mm512_shuffle_f32x4(a2, a3, 0xee));  // a2 8 | a3 8
+  const __m512 s = _mm512_add_ps(_mm512_shuffle_f32x4(s01, s23, 0x88),
+                                 _mm512_shuffle_f32x4(s01, s23, 0xdd));  // a0 4 | a1 | a2 | a3
+  const __m128 h01 = _mm_hadd_ps(_mm512_castps512_ps128(s), _mm512_extractf32x4_ps(s, 1));
+  const __m128 h23 = _mm_hadd_ps(_mm512_extractf32x4_ps(s, 2), _mm512_extractf32x4_ps(s, 3));
+  return _mm_hadd_ps(h01, h23);
+}
+
+// y[t * ldy + r] = W[r] . X[t] for r < R, t < T. W rows are bf16 at w[r] (natural order), X rows
+// bf16 at x + t * ldx (zero padded to a multiple of 32). Columns past `cols` in W are masked.
+template <int R, int T>
+void tile(const uint16_t* const* w, const uint16_t* x, int64_t ldx, int64_t cols, float* y,
+          int64_t ldy) {
+  __m512 acc[R][T];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  int64_t k = 0;
+  auto step = [&](int64_t k, __mmask32 mask) {
+    __m512bh wv[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) wv[r] = __m512bh(_mm512_maskz_loadu_epi16(mask, w[r] + k));
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const __m512bh xv = __m512bh(_mm512_loadu_si512(x + t * ldx + k));
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv[r], xv);
+    }
+  };
+  for (; k + 32 <= cols; k += 32) step(k, __mmask32(0xffffffffu));
+  if (k < cols) step(k, tail_mask32(cols - k));
+  if constexpr (R == 4) {
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t)
+      _mm_storeu_ps(y + t * ldy, reduce4(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
+  } else {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
+  }
+}
+
+using Tile = void (*)(const uint16_t* const* w, const uint16_t* x, int64_t ldx, int64_t cols,
+                      float* y, int64_t ldy);
+struct Tiles {
+  Tile fns[kRows * kTokens];
+};
+template <int... kIndex>
+constexpr Tiles make_tiles(std::integer_sequence<int, kIndex...>) {
+  return {{&tile<kIndex / kTokens + 1, kIndex % kTokens + 1>...}};
+}
+constexpr Tiles kTiles = make_tiles(std::make_integer_sequence<int, kRows * kTokens>());
+
+}  // namespace
+
+void bf16_round_rows(const float* x, int64_t n, int64_t cols, uint16_t* out) {
+  const int64_t ld = bf16_ldx(cols);
+  for (int64_t t = 0; t < n; ++t) round_row(x + t * cols, cols, out + t * ld);
+}
+
+void bf16_matmul_rows(const WeightMatrix& w, const uint16_t* x, int64_t n, int64_t row_begin,
+                      int64_t row_end, float* y, int64_t ldy) {
+  const int64_t cols = w.cols, ldx = bf16_ldx(cols);
+  const bool direct = w.format == WeightFormat::BF16;
+  const bool affine = w.format == WeightFormat::Affine;
+  const int64_t groups = affine ? cols / w.group_size : 0;
+  // Affine weights are decoded centred, w = scale * (code - mid) + offset with
+  // offset = bias + mid * scale, so bf16 rounds the small centred part; the offset term
+  // sum_g offset_g * sum(X[t] over g) is added in f32 afterwards (group_x: [n, groups]).
+  // NVFP4 is decoded without the global scale: fp4 * e4m3 is then exact in bf16.
+  const float mid = affine ? float(1 << (w.bits - 1)) : 0.0f;
+  Scratch group_x(affine ? n * groups : 0), offsets(affine ? kRows * groups : 0);
+  for (int64_t t = 0; t < n && affine; ++t)
+    for (int64_t g = 0; g < groups; ++g) {
+      float sum = 0.0f;
+      for (int64_t c = g * w.group_size; c < (g + 1) * w.group_size; ++c)
+        sum += bf16_bits_to_f32(x[t * ldx + c]);
+      group_x.data[t * groups + g] = sum;
+    }
+  WeightMatrix unscaled = w;
+  unscaled.global_scale = 1.0f;
+  // Decoded rows: bf16 [kRows, ldx] plus one f32 row of staging.
+  uint16_t* decoded = nullptr;
+  Scratch scratch(direct ? 0 : kRows * ldx / 2 + cols);
+  if (!direct) {
+    decoded = reinterpret_cast<uint16_t*>(scratch.data + cols);
+    for (int64_t i = 0; i < kRows * ldx; ++i) decoded[i] = 0;
+  }
+  // A token block of X stays in L2 (1 MiB on Zen 4) while the row blocks stream past it.
+  constexpr int64_t kXBlockBytes = 512 * 1024;
+  int64_t token_block = kXBlockBytes / (ldx * 2) / kTokens * kTokens;
+  if (token_block < kTokens) token_block = kTokens;
+
+  for (int64_t t_begin = 0; t_begin < n; t_begin += token_block) {
+    const int64_t t_end = min_i64(n, t_begin + token_block);
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows) {
+      const int64_t row_count = min_i64(kRows, row_end - r0);
+      const uint16_t* rows[kRows];
+      int64_t tile_cols = cols;
+      for (int64_t i = 0; i < row_count; ++i) {
+        if (direct) {
+          rows[i] = reinterpret_cast<const uint16_t*>(w.data + (r0 + i) * w.row_stride);
+          continue;
+        }
+        float* row = scratch.data;
+        avx512_decode_row(unscaled, r0 + i, row);
+        if (affine) {
+          const uint8_t* scales = w.scales + (r0 + i) * w.scales_row_stride;
+          const uint8_t* biases = w.biases + (r0 + i) * w.biases_row_stride;
+          for (int64_t g = 0; g < groups; ++g) {
+            const float offset = load_param(biases, w.scale_dtype, g) +
+                                 mid * load_param(scales, w.scale_dtype, g);
+            offsets.data[i * groups + g] = offset;
+            for (int64_t c = g * w.group_size; c < (g + 1) * w.group_size; ++c) row[c] -= offset;
+          }
+        }
+        round_row(row, cols, decoded + i * ldx);
+        rows[i] = decoded + i * ldx;
+        tile_cols = ldx;  // zero padded: no masked tail
+      }
+      float* y_block = y + (r0 - row_begin);
+      for (int64_t t0 = t_begin; t0 < t_end; t0 += kTokens) {
+        const int64_t token_count = min_i64(kTokens, t_end - t0);
+        kTiles.fns[(row_count - 1) * kTokens + token_count - 1](rows, x + t0 * ldx, ldx,
+                                                                tile_cols, y_block + t0 * ldy, ldy);
+      }
+      if (affine) {
+        for (int64_t t = t_begin; t < t_end; ++t)
+          for (int64_t i = 0; i < row_count; ++i) {
+            float sum = 0.0f;
+            for (int64_t g = 0; g < groups; ++g)
+              sum += offsets.data[i * groups + g] * group_x.data[t * groups + g];
+            y_block[t * ldy + i] += sum;
+          }
+      } else if (w.format == WeightFormat::NvFp4) {
+        for (int64_t t = t_begin; t < t_end; ++t)
+          for (int64_t i = 0; i < row_count; ++i) y_block[t * ldy + i] *= w.global_scale;
+      }
+    }
+  }
+}
+
+}  // namespace inkling::kernels::detail
