@@ -39,25 +39,66 @@ inline void store_kv(uint8_t* dst, const float* src, int64_t n, DType dtype) {
   }
 }
 
-inline float dot_kv(const float* q, const uint8_t* row, int64_t d, DType dtype) {
-  float sum = 0.0f;
-  if (dtype == DType::F32) {
-    const auto* k = reinterpret_cast<const float*>(row);
-    for (int64_t i = 0; i < d; ++i) sum += q[i] * k[i];
-  } else {
-    const auto* k = reinterpret_cast<const uint16_t*>(row);
-    for (int64_t i = 0; i < d; ++i) sum += q[i] * bf16_to_f32(k[i]);
-  }
-  return sum;
-}
+// One KV head of a layer's cache, as raw rows.
+struct KvHeadView {
+  const uint8_t* keys;
+  const uint8_t* values;
+  int64_t row_bytes;  // bytes per cache slot (all heads)
+  int64_t capacity;
+  bool ring;
+  bool bf16;
+  const uint8_t* key(int64_t position) const { return keys + (ring ? position % capacity : position) * row_bytes; }
+  const uint8_t* value(int64_t position) const { return values + (ring ? position % capacity : position) * row_bytes; }
+};
 
-inline void axpy_kv(float a, const uint8_t* row, int64_t d, DType dtype, float* out) {
-  if (dtype == DType::F32) {
-    const auto* v = reinterpret_cast<const float*>(row);
-    for (int64_t i = 0; i < d; ++i) out[i] += a * v[i];
-  } else {
-    const auto* v = reinterpret_cast<const uint16_t*>(row);
-    for (int64_t i = 0; i < d; ++i) out[i] += a * bf16_to_f32(v[i]);
+// Attention of one query head over keys lo..p: score = tau * (q.k / d + bias(dist)), the bias read
+// from the transposed rel_proj for dist < extent; softmax; out = sum p_j v_j. Cloned per ISA
+// (the library is built for baseline x86-64; these loops are the prefill's attention cost).
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void attend_query_head(const float* q, const float* r, const float* rel_proj_t, int64_t d, int64_t dr,
+                       int64_t extent, float tau, float inv_d, int64_t lo, int64_t p, const KvHeadView& kv,
+                       float* scores, float* out) {
+  float best = -INFINITY;
+  for (int64_t j = lo; j <= p; ++j) {
+    const int64_t dist = p - j;
+    float bias = 0.0f;
+    if (dist < extent) {
+      const float* pt = rel_proj_t + dist * dr;
+      for (int64_t e = 0; e < dr; ++e) bias += r[e] * pt[e];
+    }
+    float dot = 0.0f;
+    if (kv.bf16) {
+      const auto* k = reinterpret_cast<const uint16_t*>(kv.key(j));
+#pragma omp simd reduction(+ : dot)
+      for (int64_t i = 0; i < d; ++i) dot += q[i] * bf16_to_f32(k[i]);
+    } else {
+      const auto* k = reinterpret_cast<const float*>(kv.key(j));
+#pragma omp simd reduction(+ : dot)
+      for (int64_t i = 0; i < d; ++i) dot += q[i] * k[i];
+    }
+    const float score = tau * (dot * inv_d + bias);
+    scores[j - lo] = score;
+    best = std::max(best, score);
+  }
+  float total = 0.0f;
+  for (int64_t j = lo; j <= p; ++j) {
+    const float e = std::exp(scores[j - lo] - best);
+    scores[j - lo] = e;
+    total += e;
+  }
+  std::fill(out, out + d, 0.0f);
+  const float inv_total = 1.0f / total;
+  for (int64_t j = lo; j <= p; ++j) {
+    const float a = scores[j - lo] * inv_total;
+    if (kv.bf16) {
+      const auto* v = reinterpret_cast<const uint16_t*>(kv.value(j));
+#pragma omp simd
+      for (int64_t i = 0; i < d; ++i) out[i] += a * bf16_to_f32(v[i]);
+    } else {
+      const auto* v = reinterpret_cast<const float*>(kv.value(j));
+#pragma omp simd
+      for (int64_t i = 0; i < d; ++i) out[i] += a * v[i];
+    }
   }
 }
 
@@ -182,6 +223,8 @@ void InklingModel::forward_all(SequenceState& state, std::span<const int32_t> to
 void InklingModel::forward_chunk(SequenceState& state, const int32_t* tokens, int64_t n, float* logits,
                                  bool all_logits) {
   const TextConfig& c = config_;
+  kernels::set_matmul_precision(options_.fast ? kernels::MatmulPrecision::Bf16Activations
+                                              : kernels::MatmulPrecision::Exact);
   const int64_t h = c.hidden_size;
   for (int64_t t = 0; t < n; ++t) {
     dequantize_row(weights_.embed, tokens[t], x_.data() + t * h);
@@ -255,31 +298,10 @@ void InklingModel::attention(int layer, SequenceState& state, int64_t n) {
       const int64_t p = pos0 + t;
       const int64_t lo = s.sliding ? std::max<int64_t>(0, p - c.sliding_window + 1) : 0;
       const float tau = global_tau ? log_position_tau(p + 1, *c.log_scaling_n_floor, c.log_scaling_alpha) : 1.0f;
-      const float* q = q_.data() + t * qd + head * d;
-      const float* r = r_.data() + t * nh * dr + head * dr;
-      float best = -INFINITY;
-      for (int64_t j = lo; j <= p; ++j) {
-        int64_t dist = p - j;
-        float bias = 0.0f;
-        if (dist < extent) {
-          const float* pt = lv.rel_proj_t.data() + dist * dr;
-          for (int64_t e = 0; e < dr; ++e) bias += r[e] * pt[e];
-        }
-        float score = tau * (dot_kv(q, kv.key_row(j) + kv_head * d * elem, d, kv.dtype) * inv_d + bias);
-        scores[j - lo] = score;
-        best = std::max(best, score);
-      }
-      float total = 0.0f;
-      for (int64_t j = lo; j <= p; ++j) {
-        float e = std::exp(scores[j - lo] - best);
-        scores[j - lo] = e;
-        total += e;
-      }
-      float* out = attn_out_.data() + t * qd + head * d;
-      std::fill(out, out + d, 0.0f);
-      float inv_total = 1.0f / total;
-      for (int64_t j = lo; j <= p; ++j)
-        axpy_kv(scores[j - lo] * inv_total, kv.value_row(j) + kv_head * d * elem, d, kv.dtype, out);
+      const KvHeadView view{kv.keys.data() + kv_head * d * elem, kv.values.data() + kv_head * d * elem,
+                            kv.row_elems * int64_t(elem), kv.capacity, kv.ring, kv.dtype == DType::BF16};
+      attend_query_head(q_.data() + t * qd + head * d, r_.data() + t * nh * dr + head * dr, lv.rel_proj_t.data(), d,
+                        dr, extent, tau, inv_d, lo, p, view, scores, attn_out_.data() + t * qd + head * d);
     }
   }
   kernels::matmul(lw.attn.o, attn_out_.data(), n, a_.data());
@@ -297,7 +319,14 @@ void InklingModel::mlp(int layer, int64_t n) {
   }
   const int64_t routed = c.n_routed_experts, shared = c.n_shared_experts, top_k = c.experts_per_token;
   const int64_t width = c.moe_width, total = routed + shared;
-  kernels::matmul(mw.router, h_.data(), n, router_logits_.data());
+  {
+    // Expert selection is discrete: rounding the activations to bf16 would flip near-tied choices,
+    // so the (small) router product is always exact.
+    kernels::MatmulPrecision saved = kernels::matmul_precision();
+    kernels::set_matmul_precision(kernels::MatmulPrecision::Exact);
+    kernels::matmul(mw.router, h_.data(), n, router_logits_.data());
+    kernels::set_matmul_precision(saved);
+  }
   // Per token: selection by sigmoid + correction bias; weights = softmax of logsigmoid over the
   // k routed + shared raw logits, times route_scale x global_scale.
   std::vector<int32_t>& chosen = routed_experts_;

@@ -14,6 +14,10 @@ struct RunOptions {
   DType kv_dtype = DType::BF16;  // F32 or BF16
   int64_t context = 4096;        // longest sequence (prompt + generation) a state can hold
   int64_t max_chunk = 256;       // prefill chunk (tokens per forward call)
+  // Fast mode trades exactness for speed the way llama.cpp does: prefill products round the
+  // activations to bf16 (vdpbf16ps) and 4-bit decode splits x into int8 parts (VNNI). Off: every
+  // product keeps f32 activations and matches the reference pass to ~1e-6 of the logits' spread.
+  bool fast = false;
 };
 
 class InklingModel {

@@ -17,6 +17,7 @@ using testing::open_tiny;
 using testing::random_tokens;
 
 class EveryLayout : public ::testing::TestWithParam<std::string> {};
+class EveryLayoutFast : public ::testing::TestWithParam<std::string> {};
 
 // 80 tokens: past the window (16), the global layer's extent (24) and the tau floor (32).
 constexpr int64_t kTokens = 80;
@@ -137,6 +138,45 @@ TEST(BadInput, ClearErrors) {
   expect_error(random_tokens(17, 3), "context limit");
   EXPECT_EQ(state.position, 0);  // nothing was consumed by the failed calls
 }
+
+}  // namespace
+}  // namespace inkling
+
+namespace inkling {
+namespace {
+
+// Fast mode (bf16 prefill activations, int8 4-bit decode activations) against the exact path.
+TEST_P(EveryLayoutFast, FastModeStaysCloseToExact) {
+  const Checkpoint& ckpt = testing::open_tiny(GetParam());
+  std::vector<int32_t> tokens = testing::random_tokens(64, 17);
+  RunOptions exact_options, fast_options;
+  fast_options.fast = true;
+  InklingModel exact(ckpt, exact_options), fast(ckpt, fast_options);
+  SequenceState a = exact.new_sequence(), b = fast.new_sequence();
+  std::vector<float> la, lb;
+  exact.forward_all(a, tokens, la);
+  fast.forward_all(b, tokens, lb);
+  const int64_t vocab = exact.vocab();
+  double sq = 0.0;
+  int agree = 0;
+  for (int64_t t = 0; t < 64; ++t) {
+    auto row_a = la.begin() + t * vocab, row_b = lb.begin() + t * vocab;
+    agree += std::max_element(row_a, row_a + vocab) - row_a == std::max_element(row_b, row_b + vocab) - row_b;
+  }
+  for (size_t i = 0; i < la.size(); ++i) sq += (double(la[i]) - lb[i]) * (double(la[i]) - lb[i]);
+  double rms_ratio = std::sqrt(sq / double(la.size())) / testing::stddev(la);
+  std::printf("[%s] fast vs exact: RMS diff / std %.3g, top-1 agreement %d/64\n", GetParam().c_str(), rms_ratio, agree);
+  EXPECT_LT(rms_ratio, 0.1);
+  EXPECT_GE(agree, 48);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiny, EveryLayoutFast, ::testing::ValuesIn(testing::all_layouts()),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& ch : name)
+                             if (ch == '-') ch = '_';
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace inkling

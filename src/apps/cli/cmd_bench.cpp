@@ -49,6 +49,7 @@ Runner add_bench(CLI::App& app) {
   struct Args {
     std::string model, kv_dtype = "bf16";
     int prompt = 512, generate = 128, threads = 0, reps = 3;
+    bool fast = false;
     bool json = false;
   };
   auto args = std::make_shared<Args>();
@@ -58,6 +59,8 @@ Runner add_bench(CLI::App& app) {
   app.add_option("-t,--threads", args->threads, "threads (0 = all cores)")->capture_default_str();
   app.add_option("--reps", args->reps, "repetitions; medians are reported")->capture_default_str();
   app.add_option("--kv-dtype", args->kv_dtype, "KV cache dtype: f32 | bf16")->capture_default_str();
+  app.add_flag("--fast", args->fast,
+               "llama.cpp-style precision: bf16 activations in prefill products, int8 (VNNI) activations for 4-bit decode");
   app.add_flag("--json", args->json, "print JSON instead of a table");
   return [args] {
     if (args->prompt <= 0 || args->generate <= 0 || args->reps <= 0) throw Error("-p, -n and --reps must be positive");
@@ -69,6 +72,7 @@ Runner add_bench(CLI::App& app) {
     auto ckpt = Checkpoint::open(args->model);
     RunOptions run;
     run.kv_dtype = args->kv_dtype == "f32" ? DType::F32 : DType::BF16;
+    run.fast = args->fast;
     run.context = args->prompt + args->generate + 8;
     run.max_chunk = std::min(args->prompt, 512);
     InklingModel model(*ckpt, run);
@@ -110,7 +114,7 @@ Runner add_bench(CLI::App& app) {
     double peak_rss_gb = double(usage.ru_maxrss) * 1024.0 / 1e9;
     nlohmann::ordered_json out = {
         {"model", args->model}, {"layout", layout_name(ckpt->layout())}, {"isa", kernels::isa_name()},
-        {"threads", threads}, {"kv_dtype", args->kv_dtype},
+        {"threads", threads}, {"kv_dtype", args->kv_dtype}, {"precision", args->fast ? "fast" : "exact"},
         {"pp_tokens", args->prompt}, {"pp_tok_s", pp_median}, {"tg_tokens", args->generate}, {"tg_tok_s", tg_median},
         {"weight_bytes_per_token", int64_t(bytes_per_token)}, {"read_bandwidth_gb_s", bandwidth},
         {"decode_efficiency", efficiency}, {"prefill_gflop_s", prefill_gflops}, {"fma_peak_gflop_s", fma_peak},
@@ -121,11 +125,12 @@ Runner add_bench(CLI::App& app) {
       std::cout << out.dump(2) << "\n";
       return 0;
     }
-    std::printf("| model | layout | isa | threads | pp%d tok/s | tg%d tok/s | GB/token | read GB/s | decode eff | prefill GFLOP/s | FMA peak | load s | peak RSS GB |\n",
+    std::printf("| model | layout | precision | isa | threads | pp%d tok/s | tg%d tok/s | GB/token | read GB/s | decode eff | prefill GFLOP/s | FMA peak | load s | peak RSS GB |\n",
                 args->prompt, args->generate);
-    std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    std::printf("| %s | %s | %s | %d | %.1f | %.2f | %.3f | %.1f | %.0f%% | %.1f | %.1f | %.2f | %.2f |\n",
-                std::filesystem::path(args->model).filename().c_str(), layout_name(ckpt->layout()), kernels::isa_name(),
+    std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    std::printf("| %s | %s | %s | %s | %d | %.1f | %.2f | %.3f | %.1f | %.0f%% | %.1f | %.1f | %.2f | %.2f |\n",
+                std::filesystem::path(args->model).filename().c_str(), layout_name(ckpt->layout()),
+                args->fast ? "fast" : "exact", kernels::isa_name(),
                 threads, pp_median, tg_median, bytes_per_token / 1e9, bandwidth, 100.0 * efficiency, prefill_gflops,
                 fma_peak, load_seconds, peak_rss_gb);
     return 0;

@@ -119,6 +119,7 @@ Runner add_chat(CLI::App& app) {
     int64_t ctx = 8192;
     float temp = 0.0f, top_p = 1.0f, min_p = 0.0f;
     uint64_t seed = 0;
+    bool fast = false;
     bool show_reasoning = false;
   };
   auto args = std::make_shared<Args>();
@@ -135,6 +136,8 @@ Runner add_chat(CLI::App& app) {
   app.add_option("--seed", args->seed, "sampling seed")->capture_default_str();
   app.add_option("-t,--threads", args->threads, "threads (0 = all cores)")->capture_default_str();
   app.add_option("--kv-dtype", args->kv_dtype, "KV cache dtype: f32 | bf16")->capture_default_str();
+  app.add_flag("--fast", args->fast,
+               "llama.cpp-style precision: bf16 activations in prefill products, int8 (VNNI) activations for 4-bit decode");
   app.add_option("--ctx", args->ctx, "context limit in tokens (the whole conversation)")->capture_default_str();
   return [args] {
     if (args->threads < 0) throw Error("--threads must be >= 0");
@@ -152,6 +155,7 @@ Runner add_chat(CLI::App& app) {
     auto checkpoint = Checkpoint::open(model_dir);
     RunOptions run;
     run.kv_dtype = args->kv_dtype == "f32" ? DType::F32 : DType::BF16;
+    run.fast = args->fast;
     run.context = args->ctx;
     InklingModel model(*checkpoint, run);
     SequenceState state = model.new_sequence();

@@ -62,6 +62,7 @@ Runner add_generate(CLI::App& app) {
     float temp = 0.0f, top_p = 1.0f, min_p = 0.0f, repeat_penalty = 1.0f, presence_penalty = 0.0f,
           frequency_penalty = 0.0f;
     uint64_t seed = 0;
+    bool fast = false;
     bool print_ids = false, no_special = false;
     bool chat = false, show_reasoning = false;  // --chat: through the chat template
     std::string system, reasoning_effort, chat_template;
@@ -82,6 +83,8 @@ Runner add_generate(CLI::App& app) {
   app.add_option("--seed", args->seed, "sampling seed")->capture_default_str();
   app.add_option("-t,--threads", args->threads, "threads (0 = all cores)")->capture_default_str();
   app.add_option("--kv-dtype", args->kv_dtype, "KV cache dtype: f32 | bf16")->capture_default_str();
+  app.add_flag("--fast", args->fast,
+               "llama.cpp-style precision: bf16 activations in prefill products, int8 (VNNI) activations for 4-bit decode");
   app.add_option("--ctx", args->ctx, "context limit in tokens (prompt + generation)")->capture_default_str();
   app.add_flag("--print-ids", args->print_ids, "print the generated ids as one comma-separated line, last on stdout");
   app.add_flag("--no-special", args->no_special, "treat special-token strings in -p as plain text");
@@ -141,6 +144,7 @@ Runner add_generate(CLI::App& app) {
     }
     RunOptions run;
     run.kv_dtype = args->kv_dtype == "f32" ? DType::F32 : DType::BF16;
+    run.fast = args->fast;
     run.context = args->ctx;
     InklingModel model(*checkpoint, run);
     SequenceState state = model.new_sequence();
