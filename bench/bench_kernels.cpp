@@ -174,8 +174,11 @@ void BM_SwigluMatvec(benchmark::State& state, Spec spec, int64_t rows, int64_t c
   set_label(state);
 }
 
-void BM_Matmul(benchmark::State& state, Spec spec, int64_t rows, int64_t cols) {
+void BM_Matmul(benchmark::State& state, Spec spec, int64_t rows, int64_t cols,
+               inkling::kernels::MatmulPrecision precision) {
   const int64_t n = state.range(0);
+  const inkling::kernels::MatmulPrecision saved = inkling::kernels::matmul_precision();
+  inkling::kernels::set_matmul_precision(precision);
   BenchMatrix matrix(spec, rows, cols, 1);
   std::vector<float> x(size_t(n * cols), 0.01f), y(size_t(n * rows));
   for (auto _ : state) {
@@ -185,6 +188,7 @@ void BM_Matmul(benchmark::State& state, Spec spec, int64_t rows, int64_t cols) {
   state.counters["FLOPS"] = benchmark::Counter(2.0 * double(n) * double(rows) * double(cols),
                                                benchmark::Counter::kIsIterationInvariantRate);
   set_label(state);
+  inkling::kernels::set_matmul_precision(saved);
 }
 
 // The roofline for decode: a streaming sum over 1 GiB on two threads.
@@ -248,14 +252,23 @@ void register_all() {
                                    BM_SwigluMatvec(st, spec, 1024, 2048);
                                  })
         ->UseRealTime();
-  for (const auto& f : formats)
-    benchmark::RegisterBenchmark((std::string("matmul/") + f.name + "/2048x2048").c_str(),
-                                 [spec = f.spec](benchmark::State& st) {
-                                   BM_Matmul(st, spec, 2048, 2048);
-                                 })
-        ->Arg(512)
-        ->UseRealTime()
-        ->Unit(benchmark::kMillisecond);
+  // matmul/ runs in the default precision (Bf16Activations: vdpbf16ps where the CPU has it),
+  // matmul_exact/ in MatmulPrecision::Exact (f32 FMA). n = 32: one expert's share of a
+  // prompt; 512: a dense layer over a long prompt.
+  using inkling::kernels::MatmulPrecision;
+  for (MatmulPrecision precision : {MatmulPrecision::Bf16Activations, MatmulPrecision::Exact})
+    for (const auto& f : formats)
+      benchmark::RegisterBenchmark(
+          (std::string(precision == MatmulPrecision::Exact ? "matmul_exact/" : "matmul/") +
+           f.name + "/2048x2048")
+              .c_str(),
+          [spec = f.spec, precision](benchmark::State& st) {
+            BM_Matmul(st, spec, 2048, 2048, precision);
+          })
+          ->Arg(32)
+          ->Arg(512)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("machine/read_bandwidth_1GiB_2threads", BM_ReadBandwidth)
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
