@@ -47,33 +47,25 @@ double flops_per_prompt_token(const Checkpoint& ckpt, int64_t pos) {
 
 Runner add_bench(CLI::App& app) {
   struct Args {
-    std::string model, kv_dtype = "bf16";
-    int prompt = 512, generate = 128, threads = 0, reps = 3;
-    bool fast = false;
+    std::string model;
+    int prompt = 512, generate = 128, reps = 3;
+    RuntimeArgs runtime;
     bool json = false;
   };
   auto args = std::make_shared<Args>();
   app.add_option("-m,--model", args->model, "checkpoint directory")->required();
   app.add_option("-p,--prompt", args->prompt, "prompt tokens (pp)")->capture_default_str();
   app.add_option("-n,--gen", args->generate, "generated tokens (tg)")->capture_default_str();
-  app.add_option("-t,--threads", args->threads, "threads (0 = all cores)")->capture_default_str();
+  args->runtime.add_to(app, "context limit (default: prompt + generation)");
   app.add_option("--reps", args->reps, "repetitions; medians are reported")->capture_default_str();
-  app.add_option("--kv-dtype", args->kv_dtype, "KV cache dtype: f32 | bf16")->capture_default_str();
-  app.add_flag("--fast", args->fast,
-               "llama.cpp-style precision: bf16 activations in prefill products, int8 (VNNI) activations for 4-bit decode");
   app.add_flag("--json", args->json, "print JSON instead of a table");
   return [args] {
     if (args->prompt <= 0 || args->generate <= 0 || args->reps <= 0) throw Error("-p, -n and --reps must be positive");
-    if (args->threads < 0) throw Error("--threads must be >= 0");
-    if (args->kv_dtype != "f32" && args->kv_dtype != "bf16") throw Error("--kv-dtype must be f32 or bf16");
-    if (args->threads > 0) omp_set_num_threads(args->threads);
+    RunOptions run = args->runtime.apply();
     int threads = omp_get_max_threads();
     auto start = std::chrono::steady_clock::now();
     auto ckpt = Checkpoint::open(args->model);
-    RunOptions run;
-    run.kv_dtype = args->kv_dtype == "f32" ? DType::F32 : DType::BF16;
-    run.fast = args->fast;
-    run.context = args->prompt + args->generate + 8;
+    run.context = std::max<int64_t>(run.context, args->prompt + args->generate + 8);
     run.max_chunk = std::min(args->prompt, 512);
     InklingModel model(*ckpt, run);
     double load_seconds = seconds_since(start);
@@ -114,7 +106,7 @@ Runner add_bench(CLI::App& app) {
     double peak_rss_gb = double(usage.ru_maxrss) * 1024.0 / 1e9;
     nlohmann::ordered_json out = {
         {"model", args->model}, {"layout", layout_name(ckpt->layout())}, {"isa", kernels::isa_name()},
-        {"threads", threads}, {"kv_dtype", args->kv_dtype}, {"precision", args->fast ? "fast" : "exact"},
+        {"threads", threads}, {"kv_dtype", args->runtime.kv_dtype}, {"precision", args->runtime.fast ? "fast" : "exact"},
         {"pp_tokens", args->prompt}, {"pp_tok_s", pp_median}, {"tg_tokens", args->generate}, {"tg_tok_s", tg_median},
         {"weight_bytes_per_token", int64_t(bytes_per_token)}, {"read_bandwidth_gb_s", bandwidth},
         {"decode_efficiency", efficiency}, {"prefill_gflop_s", prefill_gflops}, {"fma_peak_gflop_s", fma_peak},
@@ -130,7 +122,7 @@ Runner add_bench(CLI::App& app) {
     std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     std::printf("| %s | %s | %s | %s | %d | %.1f | %.2f | %.3f | %.1f | %.0f%% | %.1f | %.1f | %.2f | %.2f |\n",
                 std::filesystem::path(args->model).filename().c_str(), layout_name(ckpt->layout()),
-                args->fast ? "fast" : "exact", kernels::isa_name(),
+                args->runtime.fast ? "fast" : "exact", kernels::isa_name(),
                 threads, pp_median, tg_median, bytes_per_token / 1e9, bandwidth, 100.0 * efficiency, prefill_gflops,
                 fma_peak, load_seconds, peak_rss_gb);
     return 0;

@@ -114,12 +114,10 @@ void ChatStream::finish() {
 
 Runner add_chat(CLI::App& app) {
   struct Args {
-    std::string model, system, effort, chat_template, kv_dtype = "bf16";
-    int n = 512, threads = 0, top_k = 0;
-    int64_t ctx = 8192;
-    float temp = 0.0f, top_p = 1.0f, min_p = 0.0f;
-    uint64_t seed = 0;
-    bool fast = false;
+    std::string model, system, effort, chat_template;
+    int n = 512;
+    RuntimeArgs runtime{.ctx = 8192};
+    SamplingArgs sampling;
     bool show_reasoning = false;
   };
   auto args = std::make_shared<Args>();
@@ -129,21 +127,11 @@ Runner add_chat(CLI::App& app) {
   app.add_flag("--show-reasoning", args->show_reasoning, "show the model's reasoning (dimmed on a terminal)");
   app.add_option("--chat-template", args->chat_template, "Jinja chat template file (overrides the checkpoint's)");
   app.add_option("-n,--max-tokens", args->n, "most tokens per answer")->capture_default_str();
-  app.add_option("--temp", args->temp, "temperature (0 = greedy)")->capture_default_str();
-  app.add_option("--top-k", args->top_k, "keep the k most likely tokens (0 = off)")->capture_default_str();
-  app.add_option("--top-p", args->top_p, "nucleus sampling mass (1 = off)")->capture_default_str();
-  app.add_option("--min-p", args->min_p, "min-p filter (0 = off)")->capture_default_str();
-  app.add_option("--seed", args->seed, "sampling seed")->capture_default_str();
-  app.add_option("-t,--threads", args->threads, "threads (0 = all cores)")->capture_default_str();
-  app.add_option("--kv-dtype", args->kv_dtype, "KV cache dtype: f32 | bf16")->capture_default_str();
-  app.add_flag("--fast", args->fast,
-               "llama.cpp-style precision: bf16 activations in prefill products, int8 (VNNI) activations for 4-bit decode");
-  app.add_option("--ctx", args->ctx, "context limit in tokens (the whole conversation)")->capture_default_str();
+  args->sampling.add_to(app);
+  args->runtime.add_to(app, "context limit in tokens (the whole conversation)");
   return [args] {
-    if (args->threads < 0) throw Error("--threads must be >= 0");
-    if (args->threads > 0) omp_set_num_threads(args->threads);
-    if (args->kv_dtype != "f32" && args->kv_dtype != "bf16")
-      throw Error("--kv-dtype must be f32 or bf16, got \"" + args->kv_dtype + "\"");
+    RunOptions run = args->runtime.apply();
+    SamplingParams sampling = args->sampling.params();
     if (args->n <= 0) throw Error("-n must be positive, got " + std::to_string(args->n));
     ChatRenderOptions render;
     if (!args->effort.empty()) render.reasoning_effort = parse_reasoning_effort(args->effort);
@@ -153,20 +141,11 @@ Runner add_chat(CLI::App& app) {
     ChatTemplate chat_template = ChatTemplate::from_dir(model_dir, args->chat_template);
     std::fprintf(stderr, "loading %s ...\n", model_dir.c_str());
     auto checkpoint = Checkpoint::open(model_dir);
-    RunOptions run;
-    run.kv_dtype = args->kv_dtype == "f32" ? DType::F32 : DType::BF16;
-    run.fast = args->fast;
-    run.context = args->ctx;
     InklingModel model(*checkpoint, run);
     SequenceState state = model.new_sequence();
     GenerateOptions options;
     options.max_tokens = args->n;
-    options.sampling.temperature = args->temp;
-    options.sampling.top_k = args->top_k;
-    options.sampling.top_p = args->top_p;
-    options.sampling.min_p = args->min_p;
-    options.sampling.seed = args->seed;
-    options.sampling.validate();
+    options.sampling = sampling;
     options.stop_ids = {kEosToken};
     if (checkpoint->config().eos_token_id != kEosToken) options.stop_ids.push_back(checkpoint->config().eos_token_id);
 

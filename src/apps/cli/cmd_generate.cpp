@@ -56,13 +56,10 @@ void write_npy(const std::string& path, const std::vector<float>& data, int64_t 
 
 Runner add_generate(CLI::App& app) {
   struct Args {
-    std::string model, prompt, prompt_ids, kv_dtype = "bf16", logits_out;
-    int n = 128, threads = 0, top_k = 0;
-    int64_t ctx = 4096;
-    float temp = 0.0f, top_p = 1.0f, min_p = 0.0f, repeat_penalty = 1.0f, presence_penalty = 0.0f,
-          frequency_penalty = 0.0f;
-    uint64_t seed = 0;
-    bool fast = false;
+    std::string model, prompt, prompt_ids, logits_out;
+    int n = 128;
+    RuntimeArgs runtime;
+    SamplingArgs sampling;
     bool print_ids = false, no_special = false;
     bool chat = false, show_reasoning = false;  // --chat: through the chat template
     std::string system, reasoning_effort, chat_template;
@@ -73,19 +70,8 @@ Runner add_generate(CLI::App& app) {
   auto* ids = app.add_option("--prompt-ids", args->prompt_ids, "prompt as comma-separated token ids (bypasses the tokenizer)");
   prompt->excludes(ids);
   app.add_option("-n,--max-tokens", args->n, "tokens to generate")->capture_default_str();
-  app.add_option("--temp", args->temp, "temperature (0 = greedy)")->capture_default_str();
-  app.add_option("--top-k", args->top_k, "keep the k most likely tokens (0 = off)")->capture_default_str();
-  app.add_option("--top-p", args->top_p, "nucleus sampling mass (1 = off)")->capture_default_str();
-  app.add_option("--min-p", args->min_p, "drop tokens below min-p x the top probability (0 = off)")->capture_default_str();
-  app.add_option("--repeat-penalty", args->repeat_penalty, "repetition penalty (1 = off)")->capture_default_str();
-  app.add_option("--presence-penalty", args->presence_penalty, "presence penalty")->capture_default_str();
-  app.add_option("--frequency-penalty", args->frequency_penalty, "frequency penalty")->capture_default_str();
-  app.add_option("--seed", args->seed, "sampling seed")->capture_default_str();
-  app.add_option("-t,--threads", args->threads, "threads (0 = all cores)")->capture_default_str();
-  app.add_option("--kv-dtype", args->kv_dtype, "KV cache dtype: f32 | bf16")->capture_default_str();
-  app.add_flag("--fast", args->fast,
-               "llama.cpp-style precision: bf16 activations in prefill products, int8 (VNNI) activations for 4-bit decode");
-  app.add_option("--ctx", args->ctx, "context limit in tokens (prompt + generation)")->capture_default_str();
+  args->sampling.add_to(app);
+  args->runtime.add_to(app, "context limit in tokens (prompt + generation)");
   app.add_flag("--print-ids", args->print_ids, "print the generated ids as one comma-separated line, last on stdout");
   app.add_flag("--no-special", args->no_special, "treat special-token strings in -p as plain text");
   app.add_flag("--chat", args->chat, "treat -p as a user message: render it through the chat template, stream the answer");
@@ -97,10 +83,8 @@ Runner add_generate(CLI::App& app) {
   app.add_option("--logits-out", args->logits_out,
                  "write float32 .npy [n_generated, vocab]: row i = the logits that chose generated token i");
   return [args] {
-    if (args->threads < 0) throw Error("--threads must be >= 0");
-    if (args->threads > 0) omp_set_num_threads(args->threads);
-    if (args->kv_dtype != "f32" && args->kv_dtype != "bf16")
-      throw Error("--kv-dtype must be f32 or bf16, got \"" + args->kv_dtype + "\"");
+    RunOptions run = args->runtime.apply();
+    SamplingParams sampling = args->sampling.params();
     if (args->n <= 0) throw Error("-n must be positive, got " + std::to_string(args->n));
     if (!args->reasoning_effort.empty()) parse_reasoning_effort(args->reasoning_effort);  // fail before loading
     std::string model_dir = args->model;
@@ -142,23 +126,11 @@ Runner add_generate(CLI::App& app) {
       prompt = tokenizer->encode(args->prompt, !args->no_special);
       if (prompt.empty()) throw Error("the prompt encodes to no tokens");
     }
-    RunOptions run;
-    run.kv_dtype = args->kv_dtype == "f32" ? DType::F32 : DType::BF16;
-    run.fast = args->fast;
-    run.context = args->ctx;
     InklingModel model(*checkpoint, run);
     SequenceState state = model.new_sequence();
     GenerateOptions options;
     options.max_tokens = args->n;
-    options.sampling.temperature = args->temp;
-    options.sampling.top_k = args->top_k;
-    options.sampling.top_p = args->top_p;
-    options.sampling.min_p = args->min_p;
-    options.sampling.repetition_penalty = args->repeat_penalty;
-    options.sampling.presence_penalty = args->presence_penalty;
-    options.sampling.frequency_penalty = args->frequency_penalty;
-    options.sampling.seed = args->seed;
-    options.sampling.validate();
+    options.sampling = sampling;
     options.stop_ids = {checkpoint->config().eos_token_id};
 
     std::vector<float> all_logits;

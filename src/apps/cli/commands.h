@@ -7,6 +7,9 @@
 #include <memory>
 #include <string>
 
+#include "model/forward.h"
+#include "runtime/generate/sampler.h"
+
 #include "runtime/chat/output_parser.h"
 
 namespace inkling::cli {
@@ -21,6 +24,27 @@ Runner add_chat(CLI::App& app);      // cmd_chat.cpp
 Runner add_tokenize(CLI::App& app);  // cmd_chat.cpp
 Runner add_render(CLI::App& app);    // cmd_chat.cpp
 Runner add_bench(CLI::App& app);
+
+// Options of every command that runs the model (generate, chat, bench).
+struct RuntimeArgs {
+  std::string kv_dtype = "bf16";
+  int threads = 0;
+  int64_t ctx = 4096;
+  bool fast = false;
+  void add_to(CLI::App& app, const char* ctx_help);
+  // Validates, applies the thread count, and returns the model's run options.
+  RunOptions apply() const;
+};
+
+// Sampling options of generate and chat.
+struct SamplingArgs {
+  float temp = 0.0f, top_p = 1.0f, min_p = 0.0f, repeat_penalty = 1.0f, presence_penalty = 0.0f,
+        frequency_penalty = 0.0f;
+  int top_k = 0;
+  uint64_t seed = 0;
+  void add_to(CLI::App& app);
+  SamplingParams params() const;  // validated
+};
 
 // A progress line on stderr ("label  42%  1.2/2.9 GB"), redrawn in place on a terminal.
 class Progress {

@@ -3,7 +3,10 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <omp.h>
+
 #include "apps/cli/commands.h"
+#include "tensor/error.h"
 
 namespace inkling::cli {
 
@@ -22,6 +25,52 @@ void Progress::operator()(uint64_t done, uint64_t total) {
 
 void Progress::finish() {
   if (terminal_ && last_percent_ >= 0) std::fprintf(stderr, "\n");
+}
+
+void RuntimeArgs::add_to(CLI::App& app, const char* ctx_help) {
+  app.add_option("-t,--threads", threads, "threads (0 = all cores)")->capture_default_str();
+  app.add_option("--kv-dtype", kv_dtype, "KV cache dtype: f32 | bf16")->capture_default_str();
+  app.add_option("--ctx", ctx, ctx_help)->capture_default_str();
+  app.add_flag("--fast", fast,
+               "llama.cpp-style precision: bf16 activations in prefill products, int8 (VNNI) activations for "
+               "4-bit decode (default: exact f32 activations)");
+}
+
+RunOptions RuntimeArgs::apply() const {
+  if (threads < 0) throw Error("--threads must be >= 0");
+  if (kv_dtype != "f32" && kv_dtype != "bf16") throw Error("--kv-dtype must be f32 or bf16, got \"" + kv_dtype + "\"");
+  if (ctx <= 0) throw Error("--ctx must be positive");
+  if (threads > 0) omp_set_num_threads(threads);
+  RunOptions run;
+  run.kv_dtype = kv_dtype == "f32" ? DType::F32 : DType::BF16;
+  run.context = ctx;
+  run.fast = fast;
+  return run;
+}
+
+void SamplingArgs::add_to(CLI::App& app) {
+  app.add_option("--temp", temp, "temperature (0 = greedy)")->capture_default_str();
+  app.add_option("--top-k", top_k, "keep the k most likely tokens (0 = off)")->capture_default_str();
+  app.add_option("--top-p", top_p, "nucleus sampling mass (1 = off)")->capture_default_str();
+  app.add_option("--min-p", min_p, "drop tokens below min-p x the top probability (0 = off)")->capture_default_str();
+  app.add_option("--repeat-penalty", repeat_penalty, "repetition penalty (1 = off)")->capture_default_str();
+  app.add_option("--presence-penalty", presence_penalty, "presence penalty")->capture_default_str();
+  app.add_option("--frequency-penalty", frequency_penalty, "frequency penalty")->capture_default_str();
+  app.add_option("--seed", seed, "sampling seed")->capture_default_str();
+}
+
+SamplingParams SamplingArgs::params() const {
+  SamplingParams p;
+  p.temperature = temp;
+  p.top_k = top_k;
+  p.top_p = top_p;
+  p.min_p = min_p;
+  p.repetition_penalty = repeat_penalty;
+  p.presence_penalty = presence_penalty;
+  p.frequency_penalty = frequency_penalty;
+  p.seed = seed;
+  p.validate();
+  return p;
 }
 
 std::string demo_checkpoint_dir() {
