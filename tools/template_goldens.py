@@ -183,26 +183,105 @@ def inkling_cases():
     return cases
 
 
-def shared_cases():
-    tool_call_args = {"city": "Paris", "unit": "celsius"}
+# Real chat templates, byte-exact copies of the upstream files (see tests/data/templates/SOURCES.md):
+# (file stem, special tokens the model's tokenizer_config.json passes, how tool-call arguments are given
+# in the OpenAI format the model's own template expects: a dict, or a JSON string).
+REAL_TEMPLATES = [
+    ("llama3_1", {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}, "dict"),
+    ("llama3_2", {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}, "dict"),
+    ("qwen3", {"bos_token": None, "eos_token": "<|im_end|>"}, "dict"),
+    ("deepseek_r1_distill", {"bos_token": "<｜begin▁of▁sentence｜>", "eos_token": "<｜end▁of▁sentence｜>"}, "string"),
+    ("deepseek_v3_1", {"bos_token": "<｜begin▁of▁sentence｜>", "eos_token": "<｜end▁of▁sentence｜>"}, "string"),
+    ("gemma3", {"bos_token": "<bos>", "eos_token": "<eos>"}, "dict"),
+    ("gpt_oss", {"bos_token": "<|startoftext|>", "eos_token": "<|return|>"}, "dict"),
+    ("mistral_nemo", {"bos_token": "<s>", "eos_token": "</s>"}, "dict"),
+    ("phi3_5", {"bos_token": "<s>", "eos_token": "<|endoftext|>"}, "dict"),
+]
+
+# Templates whose tool-call turns need content "" (they test or concatenate content); the others get None.
+EMPTY_STRING_CONTENT = {"qwen3", "gpt_oss", "phi3_5", "gemma3"}
+
+
+def shared_cases(args_kind):
+    def args(d):
+        return d if args_kind == "dict" else json.dumps(d)
+
+    paris = {"city": "Paris", "unit": "celsius"}
+    call1 = call("get_weather", args(paris), "abcdefghi")
+    call2 = call("get_weather", args({"city": "Rome"}), "jklmnopqr")
+    sysmsg = {"role": "system", "content": "You are helpful."}
     return [
         ("basic", {"messages": [user("Hello")], "add_generation_prompt": True}),
         ("no_gen", {"messages": [user("Hello")], "add_generation_prompt": False}),
-        ("system", {"messages": [{"role": "system", "content": "You are helpful."}, user("Hi")], "add_generation_prompt": True}),
+        ("gen_undefined", {"messages": [user("Hello")]}),
+        ("system", {"messages": [sysmsg, user("Hi")], "add_generation_prompt": True}),
+        ("system_no_gen", {"messages": [sysmsg, user("Hi"), assistant("Hello.")], "add_generation_prompt": False}),
         ("multi_turn", {"messages": [user("Hi"), assistant("Hello! How can I help?"), user("Weather?")], "add_generation_prompt": True}),
-        ("unicode", {"messages": [user("Grüße 世界 🎉 \"q\" \\"), assistant("  padded  "), user("ok")], "add_generation_prompt": True}),
+        ("multi_turn_system", {"messages": [sysmsg, user("Hi"), assistant("Hello!"), user("Joke?"), assistant("No."), user("Why?")],
+                               "add_generation_prompt": True}),
+        ("ends_with_assistant", {"messages": [user("Hi"), assistant("Hello! How can I help?")], "add_generation_prompt": False}),
+        ("unicode", {"messages": [user("Grüße 世界 🎉 \"q\" \\ {{ x }} {% y %}"), assistant("  padded  "), user("ok\n\tnext")],
+                     "add_generation_prompt": True}),
         ("think", {"messages": [user("2+2?"), assistant("<think>\nadd\n</think>\n\n4"), user("3+3?")], "add_generation_prompt": True}),
-        ("reasoning_field", {"messages": [user("2+2?"), assistant("4", reasoning_content="add them")], "add_generation_prompt": False}),
+        ("think_last", {"messages": [user("2+2?"), assistant("<think>\nadd\n</think>\n\n4")], "add_generation_prompt": False}),
+        ("reasoning_field", {"messages": [user("2+2?"), assistant("4", reasoning_content="add them", thinking="add them")],
+                             "add_generation_prompt": False}),
         ("tools", {"messages": [user("Weather in Paris?")], "tools": [WEATHER_TOOL], "add_generation_prompt": True}),
-        ("tool_calls", {"messages": [user("Weather in Paris?"),
-                                     assistant(None, tool_calls=[call("get_weather", json.dumps(tool_call_args), "abcdefghi")]),
-                                     {"role": "tool", "tool_call_id": "abcdefghi", "content": "Sunny"}],
-                        "tools": [WEATHER_TOOL], "add_generation_prompt": True}),
+        ("tools_system", {"messages": [sysmsg, user("Book a flight")], "tools": [NESTED_TOOL, WEATHER_TOOL], "add_generation_prompt": True}),
+        ("tool_call", {"messages": [user("Weather in Paris?"), assistant(None, tool_calls=[call1])],
+                       "tools": [WEATHER_TOOL], "add_generation_prompt": False}),
+        ("tool_result", {"messages": [user("Weather in Paris?"), assistant(None, tool_calls=[call1]),
+                                      {"role": "tool", "tool_call_id": "abcdefghi", "name": "get_weather", "content": "Sunny"}],
+                         "tools": [WEATHER_TOOL], "add_generation_prompt": True}),
+        ("tool_round_trip", {"messages": [sysmsg, user("Paris and Rome?"), assistant(None, tool_calls=[call1, call2]),
+                                          {"role": "tool", "tool_call_id": "abcdefghi", "name": "get_weather", "content": "Sunny"},
+                                          {"role": "tool", "tool_call_id": "jklmnopqr", "name": "get_weather", "content": "Rain"},
+                                          assistant("Paris is sunny, Rome is rainy."), user("Thanks")],
+                             "tools": [WEATHER_TOOL], "add_generation_prompt": True}),
+        ("tool_call_with_content", {"messages": [user("Weather?"), assistant("Let me check.", tool_calls=[call1]),
+                                                 {"role": "tool", "tool_call_id": "abcdefghi", "name": "get_weather", "content": "{\"temp\": 21}"}],
+                                    "tools": [WEATHER_TOOL], "add_generation_prompt": True}),
         ("alternation_error", {"messages": [user("a"), user("b")], "add_generation_prompt": True}),
         ("multipart", {"messages": [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": " Describe "}]}],
                        "add_generation_prompt": True}),
-        ("thinking_disabled", {"messages": [user("Hi")], "add_generation_prompt": True, "enable_thinking": False}),
+        ("empty_messages", {"messages": [], "add_generation_prompt": True}),
     ]
+
+
+def template_extra_cases(tname, args_kind):
+    """Template-specific switches each model's documentation names."""
+    multi = [user("Hi"), assistant("<think>\nhm\n</think>\n\nHello"), user("Bye")]
+    if tname == "qwen3":
+        return [("thinking_disabled", {"messages": [user("Hi")], "add_generation_prompt": True, "enable_thinking": False}),
+                ("thinking_enabled", {"messages": multi, "add_generation_prompt": True, "enable_thinking": True}),
+                ("reasoning_multi", {"messages": [user("Q1"), assistant("A1", reasoning_content="r1"), user("Q2"),
+                                                  assistant("A2", reasoning_content="r2")], "add_generation_prompt": False})]
+    if tname == "deepseek_v3_1":
+        return [("thinking_true", {"messages": multi, "add_generation_prompt": True, "thinking": True}),
+                ("prefix_thinking", {"messages": [user("Q"), assistant("<think>", prefix=True)], "thinking": True})]
+    if tname.startswith("llama3"):
+        return [("date_string", {"messages": [user("Hi")], "date_string": "01 Jan 2025", "add_generation_prompt": True}),
+                ("builtin_tools", {"messages": [user("Search")], "builtin_tools": ["brave_search", "wolfram_alpha"],
+                                   "tools": [WEATHER_TOOL], "add_generation_prompt": True}),
+                ("tools_in_system", {"messages": [user("Weather?")], "tools": [WEATHER_TOOL], "tools_in_user_message": False,
+                                     "add_generation_prompt": True}),
+                ("tools_no_user_error", {"messages": [{"role": "system", "content": "S"}], "tools": [WEATHER_TOOL]}),
+                ("ipython_result", {"messages": [user("x"), assistant(None, tool_calls=[call("get_weather", {"city": "Oslo"})]),
+                                                 {"role": "ipython", "content": {"temp": 3}}], "add_generation_prompt": True}),
+                ("multi_call_error", {"messages": [user("x"), assistant(None, tool_calls=[call("a", {}), call("b", {})])]})]
+    if tname == "gpt_oss":
+        return [("effort_high", {"messages": [user("Hi")], "reasoning_effort": "high", "add_generation_prompt": True}),
+                ("developer", {"messages": [{"role": "developer", "content": "Answer in French."}, user("Hi")], "add_generation_prompt": True}),
+                ("builtin_tools", {"messages": [user("Find it")], "builtin_tools": ["browser", "python"], "tools": [NESTED_TOOL],
+                                   "add_generation_prompt": True}),
+                ("model_identity", {"messages": [user("Who?")], "model_identity": "You are Bob.", "add_generation_prompt": True}),
+                ("thinking_history", {"messages": [user("Q1"), assistant("A1", thinking="t1"), user("Q2"), assistant("A2", thinking="t2")]}),
+                ("thinking_tool_call", {"messages": [user("Weather?"), assistant(None, thinking="need tool", tool_calls=[call("get_weather", {"city": "Oslo"})]),
+                                                     {"role": "tool", "content": "Cold"}], "tools": [WEATHER_TOOL], "add_generation_prompt": True})]
+    if tname == "mistral_nemo":
+        return [("bad_call_id_error", {"messages": [user("x"), assistant(None, tool_calls=[call("get_weather", {"city": "Oslo"}, "short")])]}),
+                ("tools_multi_user", {"messages": [user("a"), assistant("b"), user("c")], "tools": [WEATHER_TOOL]})]
+    return []
 
 
 FEATURE_SNIPPETS = [
@@ -253,18 +332,19 @@ def main():
     for name, ctx in inkling_cases():
         goldens.append(dict({"template": "data/inkling_chat_template.jinja", "name": name, "context": ctx},
                             **render(env, inkling, ctx)))
-    for tname in ["llama3", "qwen3", "deepseek_r1", "gemma3", "mistral", "phi3"]:
+    for tname, tokens, args_kind in REAL_TEMPLATES:
         rel = "tests/data/templates/%s.jinja" % tname
         with open(os.path.join(ROOT, rel), encoding="utf-8") as f:
             source = f.read()
-        for name, ctx in shared_cases():
+        for name, ctx in shared_cases(args_kind) + template_extra_cases(tname, args_kind):
             ctx = copy.deepcopy(ctx)
-            ctx.setdefault("bos_token", "<s>")
-            ctx.setdefault("eos_token", "</s>")
-            if tname == "deepseek_r1":  # its template concatenates content strings
+            if tname in EMPTY_STRING_CONTENT:  # these templates test `'</think>' in content`: pass "" not None
                 for m in ctx["messages"]:
-                    if m.get("content") is None:
-                        m["content"] = None
+                    if "content" in m and m["content"] is None:
+                        m["content"] = ""
+            for k, v in tokens.items():
+                if v is not None:
+                    ctx.setdefault(k, v)
             goldens.append(dict({"template": rel, "name": name, "context": ctx}, **render(env, source, ctx)))
     for name, source, ctx in FEATURE_SNIPPETS:
         goldens.append(dict({"template": "inline", "source": source, "name": name, "context": ctx}, **render(env, source, ctx)))
