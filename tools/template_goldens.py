@@ -83,6 +83,10 @@ NESTED_TOOL = {
     },
 }
 
+# Command R+'s tool_use template requires a description on every parameter.
+DESCRIBED_WEATHER_TOOL = copy.deepcopy(WEATHER_TOOL)
+DESCRIBED_WEATHER_TOOL["function"]["parameters"]["properties"]["unit"]["description"] = "Temperature unit"
+
 
 def user(text):
     return {"role": "user", "content": text}
@@ -196,6 +200,14 @@ REAL_TEMPLATES = [
     ("gpt_oss", {"bos_token": "<|startoftext|>", "eos_token": "<|return|>"}, "dict"),
     ("mistral_nemo", {"bos_token": "<s>", "eos_token": "</s>"}, "dict"),
     ("phi3_5", {"bos_token": "<s>", "eos_token": "<|endoftext|>"}, "dict"),
+    ("qwen2_5", {"bos_token": None, "eos_token": "<|im_end|>"}, "dict"),
+    ("hermes3_tool_use", {"bos_token": "<|begin_of_text|>", "eos_token": "<|im_end|>"}, "dict"),
+    ("command_r_plus_tool_use", {"bos_token": "<BOS_TOKEN>", "eos_token": "<|END_OF_TURN_TOKEN|>"}, "dict"),
+    ("functionary_v3_2", {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}, "string"),
+    ("granite3_3", {"bos_token": "<|end_of_text|>", "eos_token": "<|end_of_text|>"}, "dict"),
+    ("kimi_k2", {"bos_token": "[BOS]", "eos_token": "[EOS]"}, "dict"),
+    ("seed_oss", {"bos_token": "<seed:bos>", "eos_token": "<seed:eos>"}, "dict"),
+    ("nemotron_nano_v2", {"bos_token": "<SPECIAL_10>", "eos_token": "<SPECIAL_12>"}, "dict"),
 ]
 
 # Templates whose tool-call turns need content "" (they test or concatenate content); the others get None.
@@ -278,6 +290,20 @@ def template_extra_cases(tname, args_kind):
                 ("thinking_history", {"messages": [user("Q1"), assistant("A1", thinking="t1"), user("Q2"), assistant("A2", thinking="t2")]}),
                 ("thinking_tool_call", {"messages": [user("Weather?"), assistant(None, thinking="need tool", tool_calls=[call("get_weather", {"city": "Oslo"})]),
                                                      {"role": "tool", "content": "Cold"}], "tools": [WEATHER_TOOL], "add_generation_prompt": True})]
+    if tname == "granite3_3":
+        docs = [{"doc_id": 1, "title": "Doc", "text": "Paris is sunny."}, {"text": "Rome is rainy."}]
+        return [("thinking", {"messages": [user("Why?")], "thinking": True, "add_generation_prompt": True}),
+                ("documents_citations", {"messages": [user("Weather?")], "documents": docs,
+                                         "controls": {"citations": True, "hallucinations": True, "length": "short"},
+                                         "add_generation_prompt": True}),
+                ("controls_length", {"messages": [user("Hi")], "controls": {"length": "long", "originality": "extractive"},
+                                     "add_generation_prompt": True})]
+    if tname == "command_r_plus_tool_use":
+        return [("system_tools", {"messages": [{"role": "system", "content": "Be brief."}, user("Weather?")], "tools": [WEATHER_TOOL, NESTED_TOOL],
+                                  "add_generation_prompt": True})]
+    if tname in ("hermes3_tool_use", "qwen2_5", "kimi_k2", "seed_oss", "nemotron_nano_v2", "functionary_v3_2"):
+        return [("tools_nested_multi", {"messages": [{"role": "system", "content": "Be brief."}, user("Book")],
+                                        "tools": [NESTED_TOOL, WEATHER_TOOL], "add_generation_prompt": True})]
     if tname == "mistral_nemo":
         return [("bad_call_id_error", {"messages": [user("x"), assistant(None, tool_calls=[call("get_weather", {"city": "Oslo"}, "short")])]}),
                 ("tools_multi_user", {"messages": [user("a"), assistant("b"), user("c")], "tools": [WEATHER_TOOL]})]
@@ -312,6 +338,7 @@ FEATURE_SNIPPETS = [
     ("str_methods", "{{ s.split(',') }}|{{ s.split(',', 1) }}|{{ s.rsplit(',', 1) }}|{{ '  a  b '.split() }}|{{ s.startswith('a') }}{{ s.endswith('c') }}|{{ s.upper() }}|{{ '--x--'.strip('-') }}{{ '--x--'.lstrip('-') }}{{ '--x--'.rstrip('-') }}|{{ s.replace(',', ';') }}|{{ s.find('b') }}{{ s.find('z') }}|{{ s.count(',') }}|{{ '{} and {}'.format('x', 'y') }}|{{ '-'.join(['a', 'b']) }}|{{ 'hello world'.title() }}|{{ s[0] }}{{ s[-1] }}{{ s[1:3] }}{{ s[::-1] }}{{ s[::2] }}|{{ [1, 2, 3, 4][1:] }}{{ [1, 2, 3, 4][-2:] }}{{ [1,2,3][5] is defined }}",
      {"s": "a,b,c"}),
     ("undefined", "[{{ missing }}]{{ missing is defined }}{{ missing | default('d') }}{{ '' | default('e', true) }}{{ none | default('f') }}{{ missing | length }}{% for x in missing %}never{% endfor %}{{ d.nope is defined }}{{ (missing or 'g') }}{{ missing ~ 'h' }}", {"d": {}}),
+    ("undefined_in", "{{ 'a' in nope }}|{{ 'a' not in nope }}|{{ nope in [1] }}|{{ nope in {} }}", {}),
     ("undefined_attr_error", "{{ missing.attr }}", {}),
     ("globals", "{% set c = cycler('a', 'b') %}{{ c.next() }}{{ c.next() }}{{ c.next() }}{{ c.current }}|{% set j = joiner('+') %}{% for x in range(3) %}{{ j() }}{{ x }}{% endfor %}|{{ dict(a=1, b=2) }}|{{ range(5) | list }}{{ range(1, 10, 3) | list }}{{ range(5, 0, -2) | list }}|{{ strftime_now('%Y-%m-%d %H:%M') }}|{{ namespace(a=1).a }}", {}),
     ("raise", "{% if x > 1 %}{{ raise_exception('x too big: ' ~ x) }}{% endif %}", {"x": 5}),
@@ -342,6 +369,8 @@ def main():
                 for m in ctx["messages"]:
                     if "content" in m and m["content"] is None:
                         m["content"] = ""
+            if tname == "command_r_plus_tool_use" and "tools" in ctx:
+                ctx["tools"] = [DESCRIBED_WEATHER_TOOL if t == WEATHER_TOOL else t for t in ctx["tools"]]
             for k, v in tokens.items():
                 if v is not None:
                     ctx.setdefault(k, v)

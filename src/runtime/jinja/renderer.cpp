@@ -230,7 +230,7 @@ bool contains(const Value& container, const Value& item) {
         if (values_equal(v, item)) return true;
       return false;
     case Kind::Dict: return container.mapping().find(item) != nullptr;
-    case Kind::Undefined: undefined_error(container);
+    case Kind::Undefined: return false;  // Undefined iterates as empty, so `x in undefined` is False
     default: throw Error("argument of type '" + container.type_name() + "' is not iterable");
   }
 }
