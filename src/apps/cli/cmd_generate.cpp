@@ -156,6 +156,7 @@ Runner add_generate(CLI::App& app) {
     if (chat_stream) chat_stream->finish();
     if (!args->logits_out.empty())
       write_npy(args->logits_out, all_logits, int64_t(result.tokens.size()), model.vocab());
+    std::fflush(stdout);  // the text ends before the statistics line on a shared terminal
     std::fprintf(stderr, "prompt: %lld tokens, %.2f s, %.1f tok/s | generated: %zu tokens, %.2f tok/s | stop: %s\n",
                  (long long)result.prompt_tokens, result.prompt_seconds,
                  double(result.prompt_tokens) / std::max(result.prompt_seconds, 1e-9), result.tokens.size(),
