@@ -5,6 +5,8 @@
 // formats, determinism per seed, and the files a synth checkpoint holds.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -418,14 +420,15 @@ TEST_F(RoundTrip, MlxAffineIndependentDecode) {
       int64_t words = cols * bits / 32, groups = cols / 64;
       EXPECT_EQ(codes.shape.back(), words) << probe.prefix;
       EXPECT_EQ(scales.shape.back(), groups) << probe.prefix;
-      const uint32_t* packed = reinterpret_cast<const uint32_t*>(codes.data);
+      const uint8_t* packed = codes.data;
       int64_t base_row = probe.expert < 0 ? 0 : probe.expert * rows;
       for (int64_t r = 0; r < rows; r += 3) {
         std::vector<float> mine(static_cast<size_t>(cols));
         int64_t row = base_row + r;
         for (int64_t col = 0; col < cols; ++col) {
           int per_word = 32 / bits;
-          uint32_t word = packed[row * words + col / per_word];
+          uint32_t word;  // tensors need not be 4-byte aligned inside a safetensors file
+          std::memcpy(&word, packed + 4 * (row * words + col / per_word), sizeof(word));
           uint32_t code = (word >> ((col % per_word) * bits)) & ((1u << bits) - 1);
           float scale = scales.at_f32(size_t(row * groups + col / 64));
           float bias = biases.at_f32(size_t(row * groups + col / 64));

@@ -135,7 +135,9 @@ TEST_P(LinearTest, Bf16ActivationsMatchReference) {
           std::vector<float> got(size_t(n * rows), NAN);
           kernels::matmul(w, x.data(), n, got.data());
           EXPECT_LT(max_error_over(got, want, scale), n == 1 ? kVnniTolerance : kBf16Tolerance);
-          if (n > 1) EXPECT_LT(rms_error_over(got, want, scale), kBf16RmsTolerance);
+          if (n > 1) {
+            EXPECT_LT(rms_error_over(got, want, scale), kBf16RmsTolerance);
+          }
         }
       }
     }

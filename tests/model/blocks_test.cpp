@@ -47,7 +47,9 @@ TEST(BandedBias, MatchesScalarFourWayRule) {
       }
     EXPECT_GT(masked, 0);
     EXPECT_GT(in_band, 0);
-    if (!sliding) EXPECT_GT(zero_band, 0);  // global: beyond the extent the bias is exactly 0
+    if (!sliding) {
+      EXPECT_GT(zero_band, 0);  // global: beyond the extent the bias is exactly 0
+    }
   }
 }
 
@@ -63,8 +65,11 @@ TEST(LogScaling, TauIsIdentityBelowFloorAndScalesOnlyUnmaskedBias) {
   for (int64_t i = 0; i < L; ++i)
     for (int64_t j = 0; j < S; ++j) {
       double p = plain[size_t(i * S + j)], s = scaled[size_t(i * S + j)];
-      if (p == reference::kMasked) EXPECT_EQ(s, reference::kMasked);
-      else EXPECT_NEAR(s, p * tau[size_t(i)], 1e-12);
+      if (p == reference::kMasked) {
+        EXPECT_EQ(s, reference::kMasked);
+      } else {
+        EXPECT_NEAR(s, p * tau[size_t(i)], 1e-12);
+      }
     }
 }
 

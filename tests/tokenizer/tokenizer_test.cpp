@@ -140,7 +140,7 @@ TEST(Tokenizer, FromDirReadsConfig) {
 
 TEST(Tokenizer, InvalidUtf8IsAnError) {
   const Tokenizer& t = project_tokenizer();
-  for (const std::string bad : {std::string("abc\x80"), std::string("\xC3"), std::string("x\xE2\x82"),
+  for (const std::string& bad : {std::string("abc\x80"), std::string("\xC3"), std::string("x\xE2\x82"),
                                 std::string("\xC0\xAF"), std::string("\xED\xA0\x80"), std::string("\xF4\x90\x80\x80"),
                                 std::string("ok \xFF ok"), std::string("\xF0\x9F\x98")}) {
     try {
