@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numeric>
 
 #include "kernels/linear.h"
 #include "model/layers.h"
@@ -105,7 +104,7 @@ void attend_query_head(const float* q, const float* r, const float* rel_proj_t, 
 }  // namespace
 
 InklingModel::InklingModel(const Checkpoint& checkpoint, RunOptions options)
-    : checkpoint_(checkpoint), weights_(checkpoint.weights()), config_(checkpoint.text()), options_(options) {
+    : weights_(checkpoint.weights()), config_(checkpoint.text()), options_(options) {
   if (options_.kv_dtype != DType::F32 && options_.kv_dtype != DType::BF16)
     throw Error("KV cache dtype must be f32 or bf16");
   if (options_.context <= 0) throw Error("context length must be positive");

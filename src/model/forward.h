@@ -45,7 +45,6 @@ class InklingModel {
   void attention(int layer, SequenceState& state, int64_t n);
   void mlp(int layer, int64_t n);
 
-  const Checkpoint& checkpoint_;
   const ModelWeights& weights_;
   TextConfig config_;
   RunOptions options_;

@@ -87,22 +87,9 @@ Runner add_generate(CLI::App& app) {
     SamplingParams sampling = args->sampling.params();
     if (args->n <= 0) throw Error("-n must be positive, got " + std::to_string(args->n));
     if (!args->reasoning_effort.empty()) parse_reasoning_effort(args->reasoning_effort);  // fail before loading
-    std::string model_dir = args->model;
-    if (model_dir.empty()) {
-      model_dir = demo_checkpoint_dir();
-      if (!std::filesystem::exists(model_dir + "/config.json")) {
-        std::fprintf(stderr, "no -m given: writing the synthetic demo checkpoint (tiny, bf16) to %s\n", model_dir.c_str());
-        SynthOptions options;
-        options.format = parse_target_format("original-bf16");
-        options.preset = SynthPreset::Tiny;
-        Progress progress("synth tiny");
-        options.progress = std::ref(progress);
-        write_synthetic_checkpoint(model_dir, options);
-        progress.finish();
-      }
-      if (args->prompt.empty() && args->prompt_ids.empty()) args->prompt = "The quick brown fox";
-      std::fprintf(stderr, "demo model: random weights, so the text is noise; pass -m DIR for a real checkpoint\n");
-    }
+    const bool demo = args->model.empty();
+    std::string model_dir = model_or_demo(args->model);
+    if (demo && args->prompt.empty() && args->prompt_ids.empty()) args->prompt = "The quick brown fox";
     if (args->prompt.empty() && args->prompt_ids.empty()) throw Error("give a prompt with -p TEXT or --prompt-ids 1,2,3");
 
     std::fprintf(stderr, "loading %s ...\n", model_dir.c_str());

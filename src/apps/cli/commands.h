@@ -61,6 +61,8 @@ class Progress {
 
 // The demo checkpoint used when `generate` runs without -m (written on first use).
 std::string demo_checkpoint_dir();
+// -m DIR, or the demo checkpoint (written on first use, with a note on stderr).
+std::string model_or_demo(const std::string& model);
 
 // Prints one streamed chat turn (cmd_chat.cpp): the answer on stdout as it arrives; reasoning
 // hidden, or with show_reasoning shown (dimmed on a terminal); tool calls as "[tool call] ..."

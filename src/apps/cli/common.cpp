@@ -5,7 +5,11 @@
 
 #include <omp.h>
 
+#include <filesystem>
+#include <functional>
+
 #include "apps/cli/commands.h"
+#include "model/synth.h"
 #include "tensor/error.h"
 
 namespace inkling::cli {
@@ -78,6 +82,24 @@ std::string demo_checkpoint_dir() {
   const char* home = std::getenv("HOME");
   std::string base = cache ? cache : (home ? std::string(home) + "/.cache" : "/tmp");
   return base + "/inkling/demo-tiny-bf16";
+}
+
+// -m DIR, or the demo checkpoint (written on first use).
+std::string model_or_demo(const std::string& model) {
+  if (!model.empty()) return model;
+  std::string dir = demo_checkpoint_dir();
+  if (!std::filesystem::exists(dir + "/config.json")) {
+    std::fprintf(stderr, "no -m given: writing the synthetic demo checkpoint (tiny, bf16) to %s\n", dir.c_str());
+    SynthOptions options;
+    options.format = parse_target_format("original-bf16");
+    options.preset = SynthPreset::Tiny;
+    Progress progress("synth tiny");
+    options.progress = std::ref(progress);
+    write_synthetic_checkpoint(dir, options);
+    progress.finish();
+  }
+  std::fprintf(stderr, "demo model: random weights, so the text is noise; pass -m DIR for a real checkpoint\n");
+  return dir;
 }
 
 }  // namespace inkling::cli
