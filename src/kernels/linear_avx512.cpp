@@ -458,10 +458,8 @@ struct Kernel512 {
         const uint8_t* scales = w.scales + r * w.scales_row_stride;
         const uint8_t* biases = w.biases + r * w.biases_row_stride;
         const __m512i low_nibble = _mm512_set1_epi32(15);
-        const __m512i interleave_lo =
-            _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-        const __m512i interleave_hi =
-            _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+        const __m512i interleave_lo = nibble_zip_lo();
+        const __m512i interleave_hi = nibble_zip_hi();
         for (int64_t c = 0; c < cols; c += 32) {
           const int64_t g = c / w.group_size;
           __m512 scale = _mm512_set1_ps(load_param(scales, w.scale_dtype, g));
@@ -489,10 +487,8 @@ struct Kernel512 {
         const uint8_t* scales = w.scales + r * w.scales_row_stride;
         const float* table = e4m3_table();
         const __m512 values = fp4_table();
-        const __m512i interleave_lo =
-            _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-        const __m512i interleave_hi =
-            _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+        const __m512i interleave_lo = nibble_zip_lo();
+        const __m512i interleave_hi = nibble_zip_hi();
         int64_t c = 0;
         for (; c + 32 <= cols; c += 32) {
           __m512i d =

@@ -109,10 +109,8 @@ void decode_affine4_centred(const WeightMatrix& w, int64_t r, uint16_t* out, flo
   const uint8_t* scales = w.scales + r * w.scales_row_stride;
   const uint8_t* biases = w.biases + r * w.biases_row_stride;
   const __m512i low_nibble = _mm512_set1_epi32(15);
-  const __m512i interleave_lo =
-      _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-  const __m512i interleave_hi =
-      _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  const __m512i interleave_lo = nibble_zip_lo();
+  const __m512i interleave_hi = nibble_zip_hi();
   for (int64_t g = 0; g < w.cols / w.group_size; ++g) {
     const float scale = load_param(scales, w.scale_dtype, g);
     offsets[g] = load_param(biases, w.scale_dtype, g) + 8.0f * scale;
@@ -166,10 +164,7 @@ void bf16_matmul_rows(const WeightMatrix& w, const uint16_t* x, int64_t n, int64
     decoded = reinterpret_cast<uint16_t*>(scratch.data + cols);
     for (int64_t i = 0; i < kRows * ldx; ++i) decoded[i] = 0;
   }
-  // A token block of X stays in L2 (1 MiB on Zen 4) while the row blocks stream past it.
-  constexpr int64_t kXBlockBytes = 512 * 1024;
-  int64_t token_block = kXBlockBytes / (ldx * 2) / kTokens * kTokens;
-  if (token_block < kTokens) token_block = kTokens;
+  const int64_t token_block = x_token_block(ldx * 2, kTokens);
 
   for (int64_t t_begin = 0; t_begin < n; t_begin += token_block) {
     const int64_t t_end = min_i64(n, t_begin + token_block);

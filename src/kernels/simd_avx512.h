@@ -3,6 +3,15 @@
 
 inline __mmask16 tail_mask(int64_t count) { return __mmask16((1u << count) - 1u); }
 
+// permutex2var indices that zip the 16 low-nibble values (even columns) with the 16 high-nibble
+// values (odd columns) of 16 packed bytes back into column order: columns 0-15, then 16-31.
+inline __m512i nibble_zip_lo() {
+  return _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+}
+inline __m512i nibble_zip_hi() {
+  return _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+}
+
 // 16 affine parameters (groups g .. g+15, fewer under `mask`) as f32.
 inline __m512 load_params16(const uint8_t* p, DType dtype, int64_t g, __mmask16 mask) {
   if (dtype == DType::BF16) {

@@ -8,6 +8,14 @@
 
 inline int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 
+// Tokens per block of X so the block (rows of `x_row_bytes`) stays in L2 (1 MiB on Zen 4) while
+// weight row blocks stream past it; a multiple of the register tile's token count.
+inline int64_t x_token_block(int64_t x_row_bytes, int64_t tile_tokens) {
+  constexpr int64_t kXBlockBytes = 512 * 1024;
+  const int64_t block = kXBlockBytes / x_row_bytes / tile_tokens * tile_tokens;
+  return block < tile_tokens ? tile_tokens : block;
+}
+
 inline float bf16_bits_to_f32(uint16_t bits) {
   uint32_t widened = uint32_t(bits) << 16;
   float value;
@@ -89,9 +97,7 @@ void matmul_rows_tiled(const WeightMatrix& w, const float* x, int64_t n, int64_t
   Scratch buffer(kR * ldw);
   for (int64_t i = 0; i < kR * ldw; ++i) buffer.data[i] = 0.0f;
 
-  constexpr int64_t kXBlockBytes = 512 * 1024;
-  int64_t token_block = kXBlockBytes / (cols * 4) / kT * kT;
-  if (token_block < kT) token_block = kT;
+  const int64_t token_block = x_token_block(cols * 4, kT);
 
   for (int64_t t_begin = 0; t_begin < n; t_begin += token_block) {
     const int64_t t_end = min_i64(n, t_begin + token_block);
