@@ -4,8 +4,6 @@
 //
 //   bench_kernels --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
-#include <omp.h>
-
 #include <cstring>
 #include <memory>
 #include <random>
@@ -14,6 +12,7 @@
 
 #include "kernels/isa.h"
 #include "kernels/linear.h"
+#include "kernels/thread_pool.h"
 #include "kernels/vector_ops.h"
 #include "tensor/dtype.h"
 #include "tensor/weight_matrix.h"
@@ -120,7 +119,7 @@ std::vector<std::unique_ptr<BenchMatrix>> make_copies(Spec spec, int64_t rows, i
 
 void set_label(benchmark::State& state) {
   state.SetLabel(std::string(inkling::kernels::isa_name()) + ", " +
-                 std::to_string(omp_get_max_threads()) + " threads");
+                 std::to_string(inkling::kernels::thread_count()) + " threads");
 }
 
 void BM_Matvec(benchmark::State& state, Spec spec, int64_t rows, int64_t cols) {
@@ -208,7 +207,7 @@ void BM_ReadBandwidth(benchmark::State& state) {
 
 void BM_FmaPeak(benchmark::State& state) {
   double gflops = 0.0;
-  for (auto _ : state) gflops = inkling::kernels::measure_fma_peak_gflops(omp_get_max_threads());
+  for (auto _ : state) gflops = inkling::kernels::measure_fma_peak_gflops(inkling::kernels::thread_count());
   state.counters["GFLOPS"] = gflops;
   set_label(state);
 }

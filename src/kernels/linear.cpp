@@ -1,18 +1,18 @@
-// Public entry points: argument checks, the per-call activation preparation, and the OpenMP
-// split over output rows. The arithmetic lives in the per-ISA backends (backend.h).
+// Public entry points: argument checks, the per-call activation preparation, and the
+// split over output rows (thread_pool.h). The arithmetic lives in the per-ISA backends (backend.h).
 #include "kernels/linear.h"
-
-#include <omp.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/thread_pool.h"
 #include "tensor/error.h"
 
 namespace inkling::kernels {
@@ -218,19 +218,43 @@ PreparedX prepare(const WeightMatrix& w, const float* x, const Backend& backend,
   return prepared;
 }
 
-// 0: matvec; 1, 2: swiglu gate and up (separate, so a MoE layer's alternating calls all hit).
-PrepareCache& cache_for(int which) {
-  thread_local PrepareCache caches[3];
-  return caches[which];
+// One cache per distinct x of a batch; batch slot 0 also serves single products. Slots keep
+// their x between calls, so the same activations met again (q / k / v / r, each expert's gate
+// and up) are not re-derived.
+PrepareCache& cache_for(size_t slot) {
+  thread_local std::vector<std::unique_ptr<PrepareCache>> caches;
+  while (caches.size() <= slot) caches.push_back(std::make_unique<PrepareCache>());
+  return *caches[slot];
+}
+
+// Prepares the x of every product of a batch, one cache per distinct (x, cols).
+template <class GetMatrix, class GetX>
+std::vector<PreparedX> prepare_batch(size_t count, const GetMatrix& matrix, const GetX& x_of,
+                                     const Backend& backend, size_t first_slot) {
+  std::vector<PreparedX> prepared(count);
+  std::vector<size_t> slot_of(count);
+  size_t slots = 0;
+  for (size_t i = 0; i < count; ++i) {
+    size_t slot = slots;
+    for (size_t j = 0; j < i; ++j)
+      if (x_of(j) == x_of(i) && matrix(j).cols == matrix(i).cols) slot = slot_of[j];
+    if (slot == slots) ++slots;
+    slot_of[i] = slot;
+    prepared[i] = prepare(matrix(i), x_of(i), backend, cache_for(first_slot + slot));
+  }
+  return prepared;
 }
 
 // Below this many weight bytes a fork/join costs more than it saves.
 constexpr int64_t kMinParallelBytes = 96 * 1024;
 
+int threads_for_bytes(int64_t bytes, int64_t rows) {
+  if (bytes < kMinParallelBytes || rows < 2) return 1;
+  return int(std::min<int64_t>(thread_count(), rows));
+}
+
 int threads_for(const WeightMatrix& w, int64_t n) {
-  if (omp_in_parallel()) return 1;
-  if (w.bytes_read() * std::max<int64_t>(n, 1) < kMinParallelBytes || w.rows < 2) return 1;
-  return int(std::min<int64_t>(omp_get_max_threads(), w.rows));
+  return threads_for_bytes(w.bytes_read() * std::max<int64_t>(n, 1), w.rows);
 }
 
 // Thread `index` of `count` gets a contiguous share of [0, rows), in whole multiples of
@@ -244,6 +268,33 @@ RowRange row_range(int64_t rows, int index, int count, int64_t align) {
   return {std::min(rows, b0 * align), std::min(rows, b1 * align)};
 }
 
+// Rows [begin, end) of product `task`: the unit of work decode threads claim. Decode streams
+// weights from memory, so the split is by bytes: chunks small enough (~8 per thread and
+// batch) that a thread slowed by anything else on its core hands work to the others, large
+// enough that claiming one (an atomic add) costs nothing next to reading it.
+struct RowChunk {
+  int task;
+  int64_t begin, end;
+};
+
+template <class GetMatrix>
+std::vector<RowChunk> row_chunks(size_t count, const GetMatrix& matrix, int threads) {
+  int64_t total = 0;
+  for (size_t i = 0; i < count; ++i) total += matrix(i).bytes_read();
+  const int64_t target =
+      std::clamp<int64_t>(total / (int64_t(threads) * 8), int64_t(32) << 10, int64_t(1) << 20);
+  std::vector<RowChunk> chunks;
+  for (size_t i = 0; i < count; ++i) {
+    const WeightMatrix& w = matrix(i);
+    if (w.rows == 0) continue;
+    const int64_t row_bytes = std::max<int64_t>(1, w.bytes_read() / w.rows);
+    const int64_t rows_per_chunk = std::max<int64_t>(1, target / row_bytes);
+    for (int64_t r = 0; r < w.rows; r += rows_per_chunk)
+      chunks.push_back({int(i), r, std::min(w.rows, r + rows_per_chunk)});
+  }
+  return chunks;
+}
+
 inline float silu(float v) { return v / (1.0f + std::exp(-v)); }
 
 void check_pair(const WeightMatrix& gate, const WeightMatrix& up) {
@@ -255,21 +306,56 @@ void check_pair(const WeightMatrix& gate, const WeightMatrix& up) {
                 "] differ in shape");
 }
 
+// out[r] = silu(gate[r] . x) * (up[r] . x) for r in [begin, end).
+void swiglu_rows(const Backend& backend, const WeightMatrix& gate, const WeightMatrix& up,
+                 const PreparedX& gate_x, const PreparedX& up_x, int64_t begin, int64_t end,
+                 float* out) {
+  // Gate and up blocks alternate so both streams are read in the same pass. When they are the
+  // even and odd rows of one interleaved w13 tensor, alternating single rows reads memory
+  // strictly in order, which the prefetcher streams best.
+  constexpr int64_t kBlock = 32;
+  const bool interleaved =
+      gate.row_stride == up.row_stride && up.data == gate.data + gate.row_stride / 2;
+  const int64_t block = interleaved ? 1 : kBlock;
+  float up_out[kBlock];
+  for (int64_t r = begin; r < end; r += block) {
+    const int64_t stop = std::min(end, r + block);
+    backend.matvec_rows(gate, gate_x, r, stop, out + r);
+    backend.matvec_rows(up, up_x, r, stop, up_out);
+    for (int64_t i = r; i < stop; ++i) out[i] = silu(out[i]) * up_out[i - r];
+  }
+}
+
 }  // namespace
 
 void set_matmul_precision(MatmulPrecision precision) { precision_setting().store(precision); }
 MatmulPrecision matmul_precision() { return precision_setting().load(); }
 
 void matvec(const WeightMatrix& w, const float* x, float* y) {
-  check(w, "matvec");
-  const Backend& backend = active_backend();
-  const PreparedX prepared = prepare(w, x, backend, cache_for(0));
-  const int threads = threads_for(w, 1);
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
-    const RowRange range = row_range(w.rows, omp_get_thread_num(), omp_get_num_threads(), 1);
-    backend.matvec_rows(w, prepared, range.begin, range.end, y + range.begin);
+  const MatvecProduct product{&w, x, y};
+  matvec_batch(std::span<const MatvecProduct>(&product, 1));
+}
+
+void matvec_batch(std::span<const MatvecProduct> products) {
+  if (products.empty()) return;
+  int64_t bytes = 0, rows = 0;
+  for (const MatvecProduct& p : products) {
+    if (!p.w || !p.x || !p.y) throw Error("matvec: null matrix, input or output");
+    check(*p.w, "matvec");
+    bytes += p.w->bytes_read();
+    rows += p.w->rows;
   }
+  const Backend& backend = active_backend();
+  auto matrix = [&](size_t i) -> const WeightMatrix& { return *products[i].w; };
+  const std::vector<PreparedX> prepared = prepare_batch(
+      products.size(), matrix, [&](size_t i) { return products[i].x; }, backend, 0);
+  const int threads = threads_for_bytes(bytes, rows);
+  const std::vector<RowChunk> chunks = row_chunks(products.size(), matrix, threads);
+  parallel_for(int64_t(chunks.size()), threads, [&](int64_t item, int) {
+    const RowChunk& c = chunks[size_t(item)];
+    const MatvecProduct& p = products[size_t(c.task)];
+    backend.matvec_rows(*p.w, prepared[size_t(c.task)], c.begin, c.end, p.y + c.begin);
+  });
 }
 
 void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
@@ -279,42 +365,50 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
   const Backend& backend = active_backend();
   const int threads = threads_for(w, n);
   const uint16_t* x_bf16 = use_bf16_matmul(backend, w, n) ? round_to_bf16(x, n, w.cols) : nullptr;
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
-    const RowRange range =
-        row_range(w.rows, omp_get_thread_num(), omp_get_num_threads(), backend.matmul_row_block);
+  parallel_run(threads, [&](int thread, int count) {
+    const RowRange range = row_range(w.rows, thread, count, backend.matmul_row_block);
     if (range.end > range.begin) {
       if (x_bf16)
         detail::bf16_matmul_rows(w, x_bf16, n, range.begin, range.end, y + range.begin, w.rows);
       else
         backend.matmul_rows(w, x, n, range.begin, range.end, y + range.begin, w.rows);
     }
-  }
+  });
 }
 
 void swiglu_matvec(const WeightMatrix& gate, const WeightMatrix& up, const float* x, float* out) {
-  check_pair(gate, up);
-  const Backend& backend = active_backend();
-  const PreparedX gate_x = prepare(gate, x, backend, cache_for(1));
-  const PreparedX up_x = prepare(up, x, backend, cache_for(2));
-  const int threads = threads_for(gate, 2);
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
-    const RowRange range = row_range(gate.rows, omp_get_thread_num(), omp_get_num_threads(), 1);
-    // Gate and up blocks alternate so both streams are read in the same pass. When they are the
-    // even and odd rows of one interleaved w13 tensor, alternating single rows reads memory
-    // strictly in order, which the prefetcher streams best.
-    constexpr int64_t kBlock = 32;
-    const bool interleaved = gate.row_stride == up.row_stride && up.data == gate.data + gate.row_stride / 2;
-    const int64_t block = interleaved ? 1 : kBlock;
-    float up_out[kBlock];
-    for (int64_t r = range.begin; r < range.end; r += block) {
-      const int64_t end = std::min(range.end, r + block);
-      backend.matvec_rows(gate, gate_x, r, end, out + r);
-      backend.matvec_rows(up, up_x, r, end, up_out);
-      for (int64_t i = r; i < end; ++i) out[i] = silu(out[i]) * up_out[i - r];
-    }
+  const SwigluProduct product{&gate, &up, x, out};
+  swiglu_matvec_batch(std::span<const SwigluProduct>(&product, 1));
+}
+
+void swiglu_matvec_batch(std::span<const SwigluProduct> products) {
+  if (products.empty()) return;
+  int64_t bytes = 0, rows = 0;
+  for (const SwigluProduct& p : products) {
+    if (!p.gate || !p.up || !p.x || !p.out) throw Error("swiglu: null matrix, input or output");
+    check_pair(*p.gate, *p.up);
+    bytes += p.gate->bytes_read() + p.up->bytes_read();
+    rows += p.gate->rows;
   }
+  const Backend& backend = active_backend();
+  const size_t count = products.size();
+  auto x_of = [&](size_t i) { return products[i].x; };
+  // Gate and up get separate cache slots (their formats may differ in what prepare derives).
+  const std::vector<PreparedX> gate_x = prepare_batch(
+      count, [&](size_t i) -> const WeightMatrix& { return *products[i].gate; }, x_of, backend, 0);
+  const std::vector<PreparedX> up_x = prepare_batch(
+      count, [&](size_t i) -> const WeightMatrix& { return *products[i].up; }, x_of, backend,
+      count);
+  const int threads = threads_for_bytes(bytes, rows);
+  // Chunks are sized by the gate's bytes: each also reads as many bytes of up.
+  const std::vector<RowChunk> chunks = row_chunks(
+      count, [&](size_t i) -> const WeightMatrix& { return *products[i].gate; }, threads);
+  parallel_for(int64_t(chunks.size()), threads, [&](int64_t item, int) {
+    const RowChunk& c = chunks[size_t(item)];
+    const SwigluProduct& p = products[size_t(c.task)];
+    swiglu_rows(backend, *p.gate, *p.up, gate_x[size_t(c.task)], up_x[size_t(c.task)], c.begin,
+                c.end, p.out);
+  });
 }
 
 void swiglu_matmul(const WeightMatrix& gate, const WeightMatrix& up, const float* x, int64_t n,
@@ -326,10 +420,8 @@ void swiglu_matmul(const WeightMatrix& gate, const WeightMatrix& up, const float
   const int threads = threads_for(gate, 2 * n);
   const uint16_t* x_bf16 =
       use_bf16_matmul(backend, gate, n) ? round_to_bf16(x, n, gate.cols) : nullptr;
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
-    const RowRange range = row_range(gate.rows, omp_get_thread_num(), omp_get_num_threads(),
-                                     backend.matmul_row_block);
+  parallel_run(threads, [&](int thread, int thread_total) {
+    const RowRange range = row_range(gate.rows, thread, thread_total, backend.matmul_row_block);
     const int64_t count = range.end - range.begin;
     if (count > 0) {
       std::vector<float> up_out(size_t(n * count));
@@ -347,7 +439,7 @@ void swiglu_matmul(const WeightMatrix& gate, const WeightMatrix& up, const float
         for (int64_t i = 0; i < count; ++i) row[i] = silu(row[i]) * up_row[i];
       }
     }
-  }
+  });
 }
 
 }  // namespace inkling::kernels

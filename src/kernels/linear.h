@@ -1,8 +1,10 @@
 // Products with a weight matrix in its stored format. Activations are f32.
-// The functions parallelise internally (OpenMP) over output rows; call them from one thread.
+// The functions parallelise internally over output rows (thread_pool.h); called from inside a
+// parallel body they run on the calling thread alone.
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "tensor/weight_matrix.h"
 
@@ -22,11 +24,30 @@ MatmulPrecision matmul_precision();
 // y[rows] = W x[cols]
 void matvec(const WeightMatrix& w, const float* x, float* y);
 
+// Several independent products in one parallel pass: y_i[rows_i] = W_i x_i. One fork/join for
+// the lot, and threads move from one matrix to the next without waiting for each other (a
+// decode step's q / k / v / r, or every active expert's down projection).
+struct MatvecProduct {
+  const WeightMatrix* w;
+  const float* x;
+  float* y;
+};
+void matvec_batch(std::span<const MatvecProduct> products);
+
 // Y[n, rows] = X[n, cols] W^T  (X and Y row-major, contiguous)
 void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y);
 
 // out[rows] = silu(gate x) * (up x): the fused SwiGLU front half (gate and up share shape).
 void swiglu_matvec(const WeightMatrix& gate, const WeightMatrix& up, const float* x, float* out);
+
+// swiglu_matvec over several (gate, up, x, out) in one parallel pass (every active expert).
+struct SwigluProduct {
+  const WeightMatrix* gate;
+  const WeightMatrix* up;
+  const float* x;
+  float* out;
+};
+void swiglu_matvec_batch(std::span<const SwigluProduct> products);
 
 // Batched form: out[n, rows] = silu(X gate^T) * (X up^T).
 void swiglu_matmul(const WeightMatrix& gate, const WeightMatrix& up, const float* x, int64_t n,

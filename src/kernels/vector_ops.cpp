@@ -1,16 +1,15 @@
-#include <vector>
-#include <algorithm>
 #include "kernels/vector_ops.h"
 
-#include <omp.h>
-
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "kernels/backend.h"
 #include "kernels/isa.h"
+#include "kernels/thread_pool.h"
 #include "tensor/error.h"
 
 namespace inkling::kernels {
@@ -62,17 +61,23 @@ double measure_read_bandwidth_gbs(size_t bytes, int threads) {
   auto* buffer = static_cast<uint64_t*>(std::aligned_alloc(64, (words * 8 + 63) / 64 * 64));
   if (!buffer) throw Error("measure_read_bandwidth_gbs: out of memory");
   // First touch from the reading threads so pages land near them.
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (size_t i = 0; i < words; ++i) buffer[i] = i;
+  parallel_run(threads, [&](int thread, int count) {
+    for (size_t i = words * thread / count; i < words * (thread + 1) / count; ++i) buffer[i] = i;
+  });
   // Median of several passes: single passes swing with whatever else the host is doing.
   std::vector<double> rates;
   uint64_t checksum = 0;
   for (int pass = 0; pass < 8; ++pass) {
     auto start = std::chrono::steady_clock::now();
-    uint64_t sum = 0;
+    std::vector<uint64_t> sums(size_t(std::max(threads, 1)) * 8, 0);  // a cache line each
     // Integer sums vectorise without -ffast-math, so this runs at load throughput.
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : sum)
-    for (size_t i = 0; i < words; ++i) sum += buffer[i];
+    parallel_run(threads, [&](int thread, int count) {
+      uint64_t part = 0;
+      for (size_t i = words * thread / count; i < words * (thread + 1) / count; ++i) part += buffer[i];
+      sums[size_t(thread) * 8] = part;
+    });
+    uint64_t sum = 0;
+    for (uint64_t part : sums) sum += part;
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     checksum += sum;
@@ -90,14 +95,16 @@ double measure_fma_peak_gflops(int threads) {
   constexpr int64_t kIterations = 5'000'000;
   double best = 0.0;
   for (int pass = 0; pass < 3; ++pass) {
-    double flops = 0.0;
+    std::vector<double> per_thread(size_t(std::max(threads, 1)) * 8, 0.0);
     auto start = std::chrono::steady_clock::now();
-#pragma omp parallel num_threads(threads) reduction(+ : flops)
-    {
+    parallel_run(threads, [&](int thread, int) {
       float sink;
-      flops += backend.fma_burn(kIterations, &sink);
-      if (sink == 42.0f) flops += 1.0;
-    }
+      double done = backend.fma_burn(kIterations, &sink);
+      if (sink == 42.0f) done += 1.0;
+      per_thread[size_t(thread) * 8] = done;
+    });
+    double flops = 0.0;
+    for (double part : per_thread) flops += part;
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     best = std::max(best, flops / seconds / 1e9);

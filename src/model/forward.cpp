@@ -1,12 +1,12 @@
 #include "model/forward.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 #include "kernels/linear.h"
+#include "kernels/thread_pool.h"
 #include "model/layers.h"
 #include "tensor/error.h"
 
@@ -151,9 +151,10 @@ InklingModel::InklingModel(const Checkpoint& checkpoint, RunOptions options)
   attn_out_.resize(size_t(n * max_q));
   router_logits_.resize(size_t(n * (c.n_routed_experts + c.n_shared_experts)));
   expert_in_.resize(size_t(n * h));
-  expert_act_.resize(size_t(n * width));
-  expert_out_.resize(size_t(n * h));
-  attention_scores_.resize(size_t(omp_get_max_threads()) * size_t(options_.context));
+  // Decode holds every active expert's activations at once (mlp()).
+  const int64_t expert_slots = std::max<int64_t>(n, c.experts_per_token + c.n_shared_experts);
+  expert_act_.resize(size_t(expert_slots * width));
+  expert_out_.resize(size_t(expert_slots * h));
   routed_experts_.resize(size_t(n * std::max(c.experts_per_token, 1)));
   routing_weights_.resize(size_t(n * (c.experts_per_token + c.n_shared_experts + 1)));
   expert_rows_.resize(size_t(n));
@@ -265,10 +266,18 @@ void InklingModel::attention(int layer, SequenceState& state, int64_t n) {
   const int64_t d = s.head_dim, nh = s.n_heads, nkv = s.n_kv_heads, dr = c.d_rel, extent = s.rel_extent;
   const int64_t qd = nh * d, kvd = nkv * d;
   const int64_t pos0 = state.position;
-  kernels::matmul(lw.attn.q, h_.data(), n, q_.data());
-  kernels::matmul(lw.attn.k, h_.data(), n, k_.data());
-  kernels::matmul(lw.attn.v, h_.data(), n, v_.data());
-  kernels::matmul(lw.attn.r, h_.data(), n, r_.data());
+  if (n == 1) {  // decode: the four projections of one x in one pass over their weights
+    const kernels::MatvecProduct projections[] = {{&lw.attn.q, h_.data(), q_.data()},
+                                                  {&lw.attn.k, h_.data(), k_.data()},
+                                                  {&lw.attn.v, h_.data(), v_.data()},
+                                                  {&lw.attn.r, h_.data(), r_.data()}};
+    kernels::matvec_batch(projections);
+  } else {
+    kernels::matmul(lw.attn.q, h_.data(), n, q_.data());
+    kernels::matmul(lw.attn.k, h_.data(), n, k_.data());
+    kernels::matmul(lw.attn.v, h_.data(), n, v_.data());
+    kernels::matmul(lw.attn.r, h_.data(), n, r_.data());
+  }
   short_conv(k_.data(), n, kvd, lv.k_conv.data(), c.conv_kernel, ls.conv[0].data(), nullptr, k_.data());
   short_conv(v_.data(), n, kvd, lv.v_conv.data(), c.conv_kernel, ls.conv[1].data(), nullptr, v_.data());
   for (int64_t t = 0; t < n; ++t) {
@@ -288,11 +297,12 @@ void InklingModel::attention(int layer, SequenceState& state, int64_t n) {
   const int64_t group = nh / nkv;
   const size_t elem = dtype_size(ls.kv.dtype);
   const KvCache& kv = ls.kv;
-#pragma omp parallel
-  {
-    float* scores = attention_scores_.data() + size_t(omp_get_thread_num()) * size_t(options_.context);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t item = 0; item < n * nh; ++item) {
+  const int threads = kernels::thread_count();
+  const size_t scores_per_thread = size_t(options_.context);
+  if (attention_scores_.size() < size_t(threads) * scores_per_thread)
+    attention_scores_.resize(size_t(threads) * scores_per_thread);
+  kernels::parallel_for(n * nh, threads, [&](int64_t item, int thread) {
+      float* scores = attention_scores_.data() + size_t(thread) * scores_per_thread;
       const int64_t t = item / nh, head = item % nh, kv_head = head / group;
       const int64_t p = pos0 + t;
       const int64_t lo = s.sliding ? std::max<int64_t>(0, p - c.sliding_window + 1) : 0;
@@ -301,8 +311,7 @@ void InklingModel::attention(int layer, SequenceState& state, int64_t n) {
                             kv.row_elems * int64_t(elem), kv.capacity, kv.ring, kv.dtype == DType::BF16};
       attend_query_head(q_.data() + t * qd + head * d, r_.data() + t * nh * dr + head * dr, lv.rel_proj_t.data(), d,
                         dr, extent, tau, inv_d, lo, p, view, scores, attn_out_.data() + t * qd + head * d);
-    }
-  }
+  });
   kernels::matmul(lw.attn.o, attn_out_.data(), n, a_.data());
 }
 
@@ -334,6 +343,7 @@ void InklingModel::mlp(int layer, int64_t n) {
     route_token(router_logits_.data() + t * total, mw.correction_bias.data(), routed, shared, top_k, c.route_scale,
                 mw.global_scale, chosen.data() + t * top_k, weight.data() + t * (top_k + shared));
   std::fill(m_.begin(), m_.begin() + n * h, 0.0f);
+  if (n == 1) return moe_decode(mw);
   // Routed experts: gather each expert's tokens so its weights are read once per chunk.
   std::vector<int64_t>& rows = expert_rows_;
   std::vector<float>& row_weight = expert_row_weights_;
@@ -369,6 +379,47 @@ void InklingModel::mlp(int layer, int64_t n) {
     }
     kernels::matmul(expert.down, expert_act_.data(), n, expert_out_.data());
     for (int64_t i = 0; i < n * h; ++i) m_[size_t(i)] += expert_out_[size_t(i)];
+  }
+}
+
+// One token: every active expert's gate / up in one parallel pass, then every down projection
+// in another, so the threads stream all the expert weights back to back. Reads the routing
+// mlp() left in routed_experts_ / routing_weights_; adds into m_ (zeroed) in the order the
+// prefill path uses: routed experts by id, then the shared ones.
+void InklingModel::moe_decode(const MlpWeights& mw) {
+  const TextConfig& c = config_;
+  const int64_t h = c.hidden_size, width = c.moe_width;
+  const int64_t top_k = c.experts_per_token, shared = c.n_shared_experts, active = top_k + shared;
+  std::vector<int64_t> order(static_cast<size_t>(top_k));
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [&](int64_t a, int64_t b) { return routed_experts_[size_t(a)] < routed_experts_[size_t(b)]; });
+  std::vector<kernels::SwigluProduct> fronts(static_cast<size_t>(active));
+  std::vector<kernels::MatvecProduct> downs(static_cast<size_t>(active));
+  for (int64_t slot = 0; slot < active; ++slot) {
+    const GatedExpert& expert = slot < top_k ? mw.experts[size_t(routed_experts_[size_t(order[size_t(slot)])])]
+                                             : mw.shared[size_t(slot - top_k)];
+    float* act = expert_act_.data() + slot * width;
+    fronts[size_t(slot)] = {&expert.gate, &expert.up, h_.data(), act};
+    downs[size_t(slot)] = {&expert.down, act, expert_out_.data() + slot * h};
+  }
+  kernels::swiglu_matvec_batch(fronts);
+  // Shared experts: gammas multiply silu(gate) * up before the down projection.
+  for (int64_t sh = 0; sh < shared; ++sh) {
+    const float w = routing_weights_[size_t(top_k + sh)];
+    float* act = expert_act_.data() + (top_k + sh) * width;
+    for (int64_t j = 0; j < width; ++j) act[j] *= w;
+  }
+  kernels::matvec_batch(downs);
+  for (int64_t slot = 0; slot < active; ++slot) {
+    const float w = slot < top_k ? routing_weights_[size_t(order[size_t(slot)])] : 1.0f;
+    const float* src = expert_out_.data() + slot * h;
+    float* dst = m_.data();
+    if (slot < top_k) {
+      for (int64_t j = 0; j < h; ++j) dst[j] += w * src[j];
+    } else {
+      for (int64_t j = 0; j < h; ++j) dst[j] += src[j];
+    }
   }
 }
 

@@ -44,6 +44,7 @@ class InklingModel {
   void forward_chunk(SequenceState& state, const int32_t* tokens, int64_t n, float* logits, bool all_logits);
   void attention(int layer, SequenceState& state, int64_t n);
   void mlp(int layer, int64_t n);
+  void moe_decode(const MlpWeights& mw);
 
   const ModelWeights& weights_;
   TextConfig config_;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "kernels/thread_pool.h"
 #include "tensor/error.h"
 
 namespace inkling {
@@ -12,21 +13,25 @@ void short_conv(const float* u, int64_t n, int64_t channels, const float* taps, 
                 const float* residual, float* out) {
   const int64_t history = kernel - 1;
   if (history > 15) throw Error("short convolution kernel longer than 16 taps");
-#pragma omp parallel for schedule(static) if (channels * n > 4096)
-  for (int64_t c = 0; c < channels; ++c) {
-    float window[16];
-    for (int64_t j = 0; j < history; ++j) window[j] = state[j * channels + c];
-    const float* w = taps + c * kernel;
-    for (int64_t t = 0; t < n; ++t) {
-      const float value = u[t * channels + c];
-      float y = value + w[history] * value;
-      for (int64_t j = 0; j < history; ++j) y += w[j] * window[j];
-      for (int64_t j = 0; j + 1 < history; ++j) window[j] = window[j + 1];
-      if (history > 0) window[history - 1] = value;
-      out[t * channels + c] = residual ? residual[t * channels + c] + y : y;
+  // Channels are independent; split them in blocks when the chunk is big enough to pay.
+  constexpr int64_t kChannelBlock = 256;
+  const int64_t blocks = (channels + kChannelBlock - 1) / kChannelBlock;
+  kernels::parallel_for(blocks, channels * n > 4096 ? kernels::thread_count() : 1, [&](int64_t block, int) {
+    for (int64_t c = block * kChannelBlock; c < std::min(channels, (block + 1) * kChannelBlock); ++c) {
+      float window[16];
+      for (int64_t j = 0; j < history; ++j) window[j] = state[j * channels + c];
+      const float* w = taps + c * kernel;
+      for (int64_t t = 0; t < n; ++t) {
+        const float value = u[t * channels + c];
+        float y = value + w[history] * value;
+        for (int64_t j = 0; j < history; ++j) y += w[j] * window[j];
+        for (int64_t j = 0; j + 1 < history; ++j) window[j] = window[j + 1];
+        if (history > 0) window[history - 1] = value;
+        out[t * channels + c] = residual ? residual[t * channels + c] + y : y;
+      }
+      for (int64_t j = 0; j < history; ++j) state[j * channels + c] = window[j];
     }
-    for (int64_t j = 0; j < history; ++j) state[j * channels + c] = window[j];
-  }
+  });
 }
 
 float log_position_tau(int64_t position_1based, int64_t n_floor, float alpha) {

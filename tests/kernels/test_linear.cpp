@@ -258,6 +258,57 @@ TEST(LinearPrecision, VnniMatvecAccuracyAtScale) {
   }
 }
 
+// The batched decode entry points against the reference, with products large enough to be
+// split across threads and chunks, sharing x or not, in every format family.
+TEST(LinearBatch, BatchesMatchReference) {
+  IsaGuard guard;
+  PrecisionGuard exact(kernels::MatmulPrecision::Exact);
+  std::mt19937 rng(77);
+  const FormatSpec specs[] = {{WeightFormat::BF16},
+                              {WeightFormat::Affine, 4, 64, DType::BF16},
+                              {WeightFormat::NvFp4, 4, 16, DType::F8_E4M3}};
+  std::vector<TestMatrix> matrices;
+  for (const FormatSpec& spec : specs) {
+    matrices.emplace_back(spec, 301, 1024, 2, rng);
+    matrices.emplace_back(spec, 64, 1024, 2, rng);
+  }
+  std::vector<float> x_shared = random_vector(1024, rng), x_other = random_vector(1024, rng);
+  for (Isa isa : testable_isas()) {
+    SCOPED_TRACE(kernels::isa_name(isa));
+    kernels::set_isa(isa);
+    std::vector<std::vector<float>> outputs(matrices.size());
+    std::vector<WeightMatrix> views;
+    std::vector<kernels::MatvecProduct> products;
+    for (size_t i = 0; i < matrices.size(); ++i) views.push_back(matrices[i].view(0));
+    for (size_t i = 0; i < matrices.size(); ++i) {
+      outputs[i].assign(size_t(views[i].rows), NAN);
+      products.push_back({&views[i], i % 3 == 2 ? x_other.data() : x_shared.data(), outputs[i].data()});
+    }
+    kernels::matvec_batch(products);
+    for (size_t i = 0; i < matrices.size(); ++i)
+      EXPECT_LT(relative_error(outputs[i], reference_matmul(views[i], products[i].x, 1)), kTolerance)
+          << "product " << i;
+
+    std::vector<WeightMatrix> gates, ups;
+    for (TestMatrix& m : matrices) gates.push_back(m.view(0)), ups.push_back(m.view(1));
+    std::vector<kernels::SwigluProduct> fronts;
+    for (size_t i = 0; i < matrices.size(); ++i) {
+      outputs[i].assign(size_t(gates[i].rows), NAN);
+      fronts.push_back({&gates[i], &ups[i], i % 2 ? x_other.data() : x_shared.data(), outputs[i].data()});
+    }
+    kernels::swiglu_matvec_batch(fronts);
+    for (size_t i = 0; i < matrices.size(); ++i) {
+      std::vector<double> g = reference_matmul(gates[i], fronts[i].x, 1), u = reference_matmul(ups[i], fronts[i].x, 1);
+      std::vector<double> want(g.size());
+      for (size_t r = 0; r < g.size(); ++r) want[r] = silu(g[r]) * u[r];
+      EXPECT_LT(relative_error(outputs[i], want), 5 * kTolerance) << "swiglu product " << i;
+    }
+  }
+  const WeightMatrix first = matrices[0].view(0);
+  kernels::MatvecProduct null_input{&first, nullptr, nullptr};
+  EXPECT_THROW(kernels::matvec_batch(std::span<const kernels::MatvecProduct>(&null_input, 1)), Error);
+}
+
 TEST(LinearErrors, RejectsInconsistentShapes) {
   std::mt19937 rng(1);
   TestMatrix matrix({WeightFormat::Affine, 4, 64, DType::BF16}, 4, 128, 1, rng);

@@ -1,5 +1,4 @@
 // inkling bench: prompt and decode speed against the machine's own limits, as a pasteable table.
-#include <omp.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 
 #include "apps/cli/commands.h"
 #include "kernels/isa.h"
+#include "kernels/thread_pool.h"
 #include "kernels/vector_ops.h"
 #include "model/forward.h"
 #include "model/inspect.h"
@@ -62,7 +62,7 @@ Runner add_bench(CLI::App& app) {
   return [args] {
     if (args->prompt <= 0 || args->generate <= 0 || args->reps <= 0) throw Error("-p, -n and --reps must be positive");
     RunOptions run = args->runtime.apply();
-    int threads = omp_get_max_threads();
+    int threads = kernels::thread_count();
     auto start = std::chrono::steady_clock::now();
     auto ckpt = Checkpoint::open(args->model);
     run.context = std::max<int64_t>(run.context, args->prompt + args->generate + 8);

@@ -3,12 +3,11 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include <omp.h>
-
 #include <filesystem>
 #include <functional>
 
 #include "apps/cli/commands.h"
+#include "kernels/thread_pool.h"
 #include "model/synth.h"
 #include "tensor/error.h"
 
@@ -44,7 +43,7 @@ RunOptions RuntimeArgs::apply() const {
   if (threads < 0) throw Error("--threads must be >= 0");
   if (kv_dtype != "f32" && kv_dtype != "bf16") throw Error("--kv-dtype must be f32 or bf16, got \"" + kv_dtype + "\"");
   if (ctx <= 0) throw Error("--ctx must be positive");
-  if (threads > 0) omp_set_num_threads(threads);
+  kernels::set_thread_count(threads);
   RunOptions run;
   run.kv_dtype = kv_dtype == "f32" ? DType::F32 : DType::BF16;
   run.context = ctx;
