@@ -22,15 +22,18 @@ struct PreparedX {
   const float* x_nibble_lanes = nullptr;
   // Affine: sum of x over each group of group_size columns.
   const float* group_sums = nullptr;
-  // 4-bit formats on the VNNI matvec (see use_vnni_matvec): x as two int8 parts per 8 columns,
-  // x[c] ~= x_q8_scale[lane] * (256 * q1[c] + q2[c]) (q1 = x at 127 / max|x| of the 8 columns,
-  // q2 the residual 256 times finer: ~1e-5 relative error). Per 128 columns (a "chunk"):
-  //   x_q8: 256 bytes: q1 of the even columns, q1 odd, q2 even, q2 odd (64 each; byte b of
-  //         "even" is column 2 b, so 32-bit lane l covers columns 8 l .. 8 l + 7);
-  //   x_q8_scale: 16 floats, lane l's scale; x_q8_sum: 16 ints, sum of 256 q1 + q2 over lane l.
+  // 4-bit formats on the VNNI matvec (fast precision): x as int8 per 8 columns, llama.cpp's
+  // q8 activations on a finer grid: x[c] ~= x_q8_scale[lane] * q[c], q = x at 127 / max|x| of
+  // the lane's 8 columns (~0.2% RMS error per element). Per 128 columns (a "chunk"):
+  //   x_q8: 128 bytes: q of the even columns, then of the odd ones (byte b of each half is
+  //         column 2 b or 2 b + 1, so 32-bit lane l covers columns 8 l .. 8 l + 7);
+  //   x_q8_scale: 16 floats, lane l's scale; x_q8_sum: 16 ints, the sum of q over lane l.
   const int8_t* x_q8 = nullptr;
   const float* x_q8_scale = nullptr;
   const int32_t* x_q8_sum = nullptr;
+  // bf16 weights in fast precision on CPUs with AVX512_BF16: x rounded to bf16, zero padded to
+  // bf16_ldx(cols), for vdpbf16ps (llama.cpp's BF16 decode does the same).
+  const uint16_t* x_bf16 = nullptr;
   // Affine with x_q8: group sums of the dequantized x_q8 (so bias and codes see the same x).
   const float* group_sums_q8 = nullptr;
 };
@@ -84,6 +87,9 @@ inline int64_t bf16_ldx(int64_t cols) { return (cols + 31) / 32 * 32; }
 void bf16_round_rows(const float* x, int64_t n, int64_t cols, uint16_t* out);
 void bf16_matmul_rows(const WeightMatrix& w, const uint16_t* x, int64_t n, int64_t row_begin,
                       int64_t row_end, float* y, int64_t ldy);
+// y[r - row_begin] = W[r] . x for bf16 W and x in bf16 (as bf16_round_rows writes it).
+void bf16_matvec_rows(const WeightMatrix& w, const uint16_t* x, int64_t row_begin, int64_t row_end,
+                      float* y);
 // linear_avx512.cpp: row r of w decoded to f32 (natural column order), any format.
 void avx512_decode_row(const WeightMatrix& w, int64_t r, float* out);
 

@@ -94,40 +94,35 @@ struct PrepareCache {
   std::vector<int8_t> x_q8;
   std::vector<float> x_q8_scale, x_hat, group_sums_q8;
   std::vector<int32_t> x_q8_sum;
+  bool has_bf16 = false;
+  std::vector<uint16_t> x_bf16;
 };
 
 // PreparedX::x_q8 and friends (see backend.h). False when x is not finite (the f32 paths then
 // propagate inf / NaN as usual).
 bool quantize_q8(const float* x, int64_t cols, PrepareCache& cache) {
   const int64_t chunks = cols / 128;
-  cache.x_q8.resize(size_t(chunks * 256));
+  cache.x_q8.resize(size_t(chunks * 128));
   cache.x_q8_scale.resize(size_t(chunks * 16));
   cache.x_q8_sum.resize(size_t(chunks * 16));
   cache.x_hat.resize(size_t(cols));
   for (int64_t ch = 0; ch < chunks; ++ch) {
-    int8_t* q = cache.x_q8.data() + 256 * ch;
+    int8_t* q = cache.x_q8.data() + 128 * ch;
     for (int lane = 0; lane < 16; ++lane) {
       const int64_t c0 = 128 * ch + 8 * lane;
       float max_abs = 0.0f;
       for (int j = 0; j < 8; ++j) max_abs = std::max(max_abs, std::fabs(x[c0 + j]));
       if (!std::isfinite(max_abs)) return false;
-      const float s1 = max_abs / 127.0f, s2 = s1 / 256.0f;
-      const float inv1 = max_abs > 0.0f ? 127.0f / max_abs : 0.0f, inv2 = inv1 * 256.0f;
+      const float scale = max_abs / 127.0f, inverse = max_abs > 0.0f ? 127.0f / max_abs : 0.0f;
       int32_t sum = 0;
       for (int j = 0; j < 8; ++j) {
-        const float v = x[c0 + j];
-        const float q1 = std::min(127.0f, std::max(-127.0f, std::nearbyint(v * inv1)));
-        const float q2 =
-            std::min(127.0f, std::max(-127.0f, std::nearbyint((v - q1 * s1) * inv2)));
+        const float level = std::min(127.0f, std::max(-127.0f, std::nearbyint(x[c0 + j] * inverse)));
         // Byte b of the even / odd halves is column 2 b / 2 b + 1 of the chunk.
-        const int byte = (8 * lane + j) / 2, half = j & 1;
-        q[64 * half + byte] = int8_t(q1);
-        q[128 + 64 * half + byte] = int8_t(q2);
-        const int32_t combined = 256 * int32_t(q1) + int32_t(q2);
-        sum += combined;
-        cache.x_hat[size_t(c0 + j)] = s2 * float(combined);
+        q[64 * (j & 1) + (8 * lane + j) / 2] = int8_t(level);
+        sum += int32_t(level);
+        cache.x_hat[size_t(c0 + j)] = scale * level;
       }
-      cache.x_q8_scale[size_t(16 * ch + lane)] = s2;
+      cache.x_q8_scale[size_t(16 * ch + lane)] = scale;
       cache.x_q8_sum[size_t(16 * ch + lane)] = sum;
     }
   }
@@ -154,11 +149,20 @@ PreparedX prepare(const WeightMatrix& w, const float* x, const Backend& backend,
     cache.x = x;
     cache.cols = cols;
     cache.x_copy.assign(x, x + cols);
-    cache.has_split = cache.has_lanes = cache.has_q8 = false;
+    cache.has_split = cache.has_lanes = cache.has_q8 = cache.has_bf16 = false;
     cache.sums_group = cache.q8_sums_group = 0;
   }
   PreparedX prepared;
   prepared.x = x;
+  if (w.format == WeightFormat::BF16 && fast_mode(backend) && detail::cpu_has_avx512_bf16()) {
+    if (!cache.has_bf16) {
+      cache.x_bf16.resize(size_t(detail::bf16_ldx(cols)));
+      detail::bf16_round_rows(x, 1, cols, cache.x_bf16.data());
+      cache.has_bf16 = true;
+    }
+    prepared.x_bf16 = cache.x_bf16.data();
+    return prepared;
+  }
   if (fast_mode(backend) && detail::vnni_matvec_shape(w) && detail::cpu_has_avx512_vnni()) {
     if (!cache.has_q8) {
       cache.q8_ok = quantize_q8(x, cols, cache);

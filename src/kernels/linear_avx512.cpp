@@ -377,6 +377,7 @@ void matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, 
     case WeightFormat::BF16:
       // One row at a time streams memory sequentially (the prefetcher's best case) while x stays in
       // L1; past 4096 columns x no longer fits beside the stream, so rows share each x load.
+      if (px.x_bf16) return bf16_matvec_rows(w, px.x_bf16, row_begin, row_end, y);
       if (w.cols <= 4096) {
         for (int64_t r = row_begin; r < row_end; ++r) dense_rows<WeightFormat::BF16, 1>(w, r, px.x, y + (r - row_begin));
         return;

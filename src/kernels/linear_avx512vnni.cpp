@@ -2,17 +2,19 @@
 // cpu_has_avx512_vnni() and only with PreparedX::x_q8 (built by linear.cpp's prepare()).
 //
 // The f32 decode of 4-bit codes costs ~3 instructions per 16 codes and caps a core at ~12 GB/s.
-// Here x is pre-quantized to two int8 parts per 8 columns (x ~= s * (256 q1 + q2), ~1e-5
-// relative error), and a 64-byte load of 128 codes becomes two byte vectors (low / high
-// nibbles) that vpdpbusd multiplies with q1 and q2 directly: 4 dot instructions per 128 codes
-// and row. 32-bit lane l of the accumulator holds columns 8 l .. 8 l + 7, which lie in one
-// affine group (group_size % 8 == 0) or NVFP4 block, so each 128 columns end with one
-// int -> float conversion and one FMA by (weight scale of the lane) * (x scale of the lane).
+// Here x is pre-quantized to int8 per 8 columns (backend.h), and a 64-byte load of 128 codes
+// becomes two byte vectors that vpdpbusd multiplies with x directly. 32-bit lane l of the
+// accumulator holds columns 8 l .. 8 l + 7, which lie in one affine group (group_size % 8 == 0)
+// or NVFP4 block, so each 128 columns end with one int -> float conversion and one FMA by
+// (weight scale of the lane) * (x scale of the lane). Decode is memory-bound only if this loop
+// outruns DRAM, so every instruction per 64 bytes counts (~10 for affine).
 //
 // Affine: W . x = sum_g scale_g * (codes_g . x^_g) + bias_g * sum(x^_g), with x^ the quantized x
-// throughout, so the result is exactly W . x^ (no cancellation error from the bias split).
+// throughout, so the result is exactly W . x^ (no cancellation error from the bias split). The
+// high nibbles are used in place (byte & 0xF0 = 16 * code, still an unsigned byte), and the
+// exact factor 16 is shifted out of the integer dot.
 // NVFP4: vpdpbusd needs unsigned weights: the nibble is looked up (vpshufb) as 2 * fp4 + 12 in
-// [0, 24], and 12 * sum(256 q1 + q2) per lane (from x_q8_sum) is subtracted.
+// [0, 24], and 12 * sum(q) per lane (from x_q8_sum) is subtracted.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -30,24 +32,13 @@ namespace {
 constexpr int kRows = 4;
 
 struct ChunkX {
-  __m512i q1_even, q1_odd, q2_even, q2_odd;
+  __m512i even, odd;
   __m512 scale;
 };
 
 inline ChunkX load_chunk_x(const PreparedX& px, int64_t ch) {
-  const int8_t* q = px.x_q8 + 256 * ch;
-  return {_mm512_loadu_si512(q), _mm512_loadu_si512(q + 64), _mm512_loadu_si512(q + 128),
-          _mm512_loadu_si512(q + 192), _mm512_loadu_ps(px.x_q8_scale + 16 * ch)};
-}
-
-// sum over each lane's 8 columns of w[c] * (256 q1[c] + q2[c]), w the unsigned bytes in `low`
-// (even columns) and `high` (odd columns).
-inline __m512i lane_dots(__m512i low, __m512i high, const ChunkX& x) {
-  __m512i a1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), low, x.q1_even);
-  __m512i a2 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), low, x.q2_even);
-  a1 = _mm512_dpbusd_epi32(a1, high, x.q1_odd);
-  a2 = _mm512_dpbusd_epi32(a2, high, x.q2_odd);
-  return _mm512_add_epi32(_mm512_slli_epi32(a1, 8), a2);
+  const int8_t* q = px.x_q8 + 128 * ch;
+  return {_mm512_loadu_si512(q), _mm512_loadu_si512(q + 64), _mm512_loadu_ps(px.x_q8_scale + 16 * ch)};
 }
 
 template <int R>
@@ -83,9 +74,10 @@ void affine4_rows(const WeightMatrix& w, int64_t r, const PreparedX& px, float* 
 #pragma GCC unroll 4
     for (int i = 0; i < R; ++i) {
       const __m512i v = _mm512_loadu_si512(codes[i] + 64 * ch);
-      const __m512i low = _mm512_and_si512(v, nibble);
-      const __m512i high = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
-      const __m512 dots = _mm512_cvtepi32_ps(lane_dots(low, high, x));
+      const __m512i low = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, nibble), x.even);
+      const __m512i high16 =
+          _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_andnot_si512(nibble, v), x.odd);
+      const __m512 dots = _mm512_cvtepi32_ps(_mm512_add_epi32(low, _mm512_srai_epi32(high16, 4)));
       const __m512 lane_scales =
           _mm512_mul_ps(_mm512_permutexvar_ps(lane_scale, scale_block[i]), x.scale);
       acc[i] = _mm512_fmadd_ps(dots, lane_scales, acc[i]);
@@ -116,7 +108,7 @@ void nvfp4_rows(const WeightMatrix& w, int64_t r, const PreparedX& px, float* y)
   const int64_t chunks = w.cols / 128;
   for (int64_t ch = 0; ch < chunks; ++ch) {
     const ChunkX x = load_chunk_x(px, ch);
-    // 12 * sum(256 q1 + q2) per lane: the +12 of the weights, taken back out.
+    // 12 * sum(q) per lane: the +12 of the weights, taken back out.
     const __m512i sums = _mm512_loadu_si512(px.x_q8_sum + 16 * ch);
     const __m512i offset = _mm512_add_epi32(_mm512_slli_epi32(sums, 3), _mm512_slli_epi32(sums, 2));
     if ((ch & 1) == 0) {  // the 16 block scales of this chunk and the next
@@ -134,8 +126,8 @@ void nvfp4_rows(const WeightMatrix& w, int64_t r, const PreparedX& px, float* y)
       const __m512i low = _mm512_shuffle_epi8(biased_values, _mm512_and_si512(v, nibble));
       const __m512i high = _mm512_shuffle_epi8(
           biased_values, _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble));
-      const __m512 dots =
-          _mm512_cvtepi32_ps(_mm512_sub_epi32(lane_dots(low, high, x), offset));
+      const __m512i both = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), low, x.even), high, x.odd);
+      const __m512 dots = _mm512_cvtepi32_ps(_mm512_sub_epi32(both, offset));
       const __m512 lane_scales =
           _mm512_mul_ps(_mm512_permutexvar_ps(spread, block_scales[i]), x.scale);
       acc[i] = _mm512_fmadd_ps(dots, lane_scales, acc[i]);

@@ -111,8 +111,11 @@ TEST_P(LinearTest, SwigluMatchesComposedReference) {
 // linear_avx512bf16.cpp) and measure up to 1.3e-2 on these sizes, hence 1.5e-2.
 constexpr double kBf16RmsTolerance = 6e-3;
 constexpr double kBf16Tolerance = 1.5e-2;
-// VNNI: worst output under 1e-4 (RMS ~1.5e-5).
-constexpr double kVnniTolerance = 1e-4;
+// VNNI: x as int8 per 8 columns, the error class of llama.cpp's q8 activations: RMS measured
+// 3.8e-3 of the output RMS (theory: (max|x| / 127) / sqrt(12) per element ~ 0.4% of |x|), worst
+// of 512 outputs 1.3e-2.
+constexpr double kVnniRmsTolerance = 6e-3;
+constexpr double kVnniTolerance = 2.5e-2;
 
 TEST_P(LinearTest, Bf16ActivationsMatchReference) {
   IsaGuard guard;
@@ -135,8 +138,8 @@ TEST_P(LinearTest, Bf16ActivationsMatchReference) {
           std::vector<float> got(size_t(n * rows), NAN);
           kernels::matmul(w, x.data(), n, got.data());
           EXPECT_LT(max_error_over(got, want, scale), n == 1 ? kVnniTolerance : kBf16Tolerance);
-          if (n > 1) {
-            EXPECT_LT(rms_error_over(got, want, scale), kBf16RmsTolerance);
+          if (n * rows >= 100) {  // an RMS over a few outputs is just their worst
+            EXPECT_LT(rms_error_over(got, want, scale), n == 1 ? kVnniRmsTolerance : kBf16RmsTolerance);
           }
         }
       }
@@ -234,8 +237,8 @@ TEST(LinearPrecision, SetAndGet) {
   EXPECT_EQ(kernels::matmul_precision(), kernels::MatmulPrecision::Bf16Activations);
 }
 
-// The VNNI matvec on the bench shape: random x, 4-bit weights, worst error vs the output RMS
-// stays under 1e-4 over many rows (the accuracy contract of the default mode).
+// The VNNI matvec on the bench shape: random x, 4-bit weights, error vs the output RMS over
+// many rows (the accuracy contract of --fast decode on 4-bit weights).
 TEST(LinearPrecision, VnniMatvecAccuracyAtScale) {
   IsaGuard guard;
   PrecisionGuard fast(kernels::MatmulPrecision::Bf16Activations);
@@ -253,7 +256,7 @@ TEST(LinearPrecision, VnniMatvecAccuracyAtScale) {
       kernels::matvec(w, x.data(), got.data());
       EXPECT_LT(relative_error(got, want), kVnniTolerance);
       std::vector<float> zero(want.size(), 0.0f);
-      EXPECT_LT(rms_error_over(got, want, rms_error_over(zero, want, 1.0)), 3e-5);
+      EXPECT_LT(rms_error_over(got, want, rms_error_over(zero, want, 1.0)), kVnniRmsTolerance);
     }
   }
 }

@@ -70,13 +70,22 @@ Runner add_bench(CLI::App& app) {
     InklingModel model(*ckpt, run);
     double load_seconds = seconds_since(start);
     std::fprintf(stderr, "loaded %s in %.2f s; measuring the machine ...\n", args->model.c_str(), load_seconds);
-    double bandwidth = kernels::measure_read_bandwidth_gbs(size_t(1) << 30, threads);
     double fma_peak = kernels::measure_fma_peak_gflops(threads);
 
     std::vector<int32_t> prompt(static_cast<size_t>(args->prompt));
     for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 7919 + 13) % size_t(model.vocab()));
     std::vector<float> logits(static_cast<size_t>(model.vocab()));
-    std::vector<double> pp, tg;
+    {
+      // Untimed warm-up, as llama-bench does: pages the mmapped weights in and starts the
+      // workers, so rep 1 measures the engine rather than the page cache.
+      std::fprintf(stderr, "warm-up ...\n");
+      SequenceState warm = model.new_sequence();
+      model.prefill(warm, prompt, logits.data());
+    }
+    // The bandwidth is measured right before each decode run: on a shared host it drifts by
+    // +-20% within minutes, and the efficiency of a run is only meaningful against its own.
+    std::vector<double> pp, tg, bandwidths, efficiencies;
+    const double bytes_per_token = double(model.active_weight_bytes());
     for (int rep = 0; rep < args->reps; ++rep) {
       std::fprintf(stderr, "rep %d/%d: pp%d ...", rep + 1, args->reps, args->prompt);
       SequenceState state = model.new_sequence();
@@ -86,6 +95,7 @@ Runner add_bench(CLI::App& app) {
       std::fprintf(stderr, " %.1f tok/s, tg%d ...", pp.back(), args->generate);
       // tg starts from an empty context, as llama-bench's tg does.
       SequenceState decode_state = model.new_sequence();
+      bandwidths.push_back(kernels::measure_read_bandwidth_gbs(size_t(1) << 30, threads));
       int32_t token = 1;
       auto t1 = std::chrono::steady_clock::now();
       for (int i = 0; i < args->generate; ++i) {
@@ -93,11 +103,12 @@ Runner add_bench(CLI::App& app) {
         token = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
       }
       tg.push_back(double(args->generate) / seconds_since(t1));
-      std::fprintf(stderr, " %.2f tok/s\n", tg.back());
+      efficiencies.push_back(bytes_per_token * tg.back() / (bandwidths.back() * 1e9));
+      std::fprintf(stderr, " %.2f tok/s (read bandwidth %.1f GB/s: %.0f%%)\n", tg.back(), bandwidths.back(),
+                   100.0 * efficiencies.back());
     }
     double pp_median = median(pp), tg_median = median(tg);
-    double bytes_per_token = double(model.active_weight_bytes());
-    double efficiency = bytes_per_token * tg_median / (bandwidth * 1e9);
+    double bandwidth = median(bandwidths), efficiency = median(efficiencies);
     double flops = 0.0;
     for (int64_t pos = 0; pos < args->prompt; ++pos) flops += flops_per_prompt_token(*ckpt, pos);
     double prefill_gflops = flops / double(args->prompt) * pp_median / 1e9;
@@ -112,7 +123,7 @@ Runner add_bench(CLI::App& app) {
         {"decode_efficiency", efficiency}, {"prefill_gflop_s", prefill_gflops}, {"fma_peak_gflop_s", fma_peak},
         {"prefill_efficiency", prefill_gflops / fma_peak}, {"load_s", load_seconds}, {"peak_rss_gb", peak_rss_gb},
         {"weights_gb", double(ckpt->store().total_file_bytes()) / 1e9}, {"reps", args->reps},
-        {"pp_all", pp}, {"tg_all", tg}};
+        {"pp_all", pp}, {"tg_all", tg}, {"read_bandwidth_all", bandwidths}, {"decode_efficiency_all", efficiencies}};
     if (args->json) {
       std::cout << out.dump(2) << "\n";
       return 0;
