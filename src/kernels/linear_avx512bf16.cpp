@@ -129,24 +129,51 @@ void decode_affine4_centred(const WeightMatrix& w, int64_t r, uint16_t* out, flo
   }
 }
 
+// group_x[g * ldt + t] = sum of X[t] over group g (bf16 X, [n, ldx]).
+void group_sums_transposed(const uint16_t* x, int64_t n, int64_t ldx, int64_t group_size,
+                           int64_t groups, float* group_x, int64_t ldt) {
+  for (int64_t t = 0; t < n; ++t) {
+    const uint16_t* row = x + t * ldx;
+    for (int64_t g = 0; g < groups; ++g) {
+      __m512 acc = _mm512_setzero_ps();
+      int64_t c = g * group_size;
+      const int64_t end = c + group_size;
+      for (; c + 16 <= end; c += 16)
+        acc = _mm512_add_ps(acc, _mm512_castsi512_ps(_mm512_slli_epi32(
+                                     _mm512_cvtepu16_epi32(_mm256_loadu_si256(
+                                         reinterpret_cast<const __m256i*>(row + c))),
+                                     16)));
+      float sum = _mm512_reduce_add_ps(acc);
+      for (; c < end; ++c) sum += bf16_bits_to_f32(row[c]);
+      group_x[g * ldt + t] = sum;
+    }
+  }
+}
+
 // y[t * ldy + i] += sum_g offsets[i * groups + g] * group_x[g * ldt + t] for i < rows (<= kRows),
-// t in [t_begin, t_end): 16 tokens per vector, the rows' chains side by side.
+// t in [t_begin, t_end): 16 tokens per vector, kRows chains side by side (rows past `rows` are
+// computed from whatever offsets holds and not stored).
 void add_offset_terms(const float* offsets, int64_t groups, int64_t rows, const float* group_x,
                       int64_t ldt, int64_t t_begin, int64_t t_end, float* y, int64_t ldy) {
+  static_assert(kRows == 4);
   for (int64_t t0 = t_begin; t0 < t_end; t0 += 16) {
     const __mmask16 mask = t_end - t0 >= 16 ? __mmask16(0xffff) : tail_mask(t_end - t0);
-    __m512 acc[kRows];
-    for (int i = 0; i < kRows; ++i) acc[i] = _mm512_setzero_ps();
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int64_t g = 0; g < groups; ++g) {
       const __m512 sums = _mm512_maskz_loadu_ps(mask, group_x + g * ldt + t0);
-      for (int64_t i = 0; i < rows; ++i)
-        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(offsets[i * groups + g]), sums, acc[i]);
+      a0 = _mm512_fmadd_ps(_mm512_set1_ps(offsets[g]), sums, a0);
+      a1 = _mm512_fmadd_ps(_mm512_set1_ps(offsets[groups + g]), sums, a1);
+      a2 = _mm512_fmadd_ps(_mm512_set1_ps(offsets[2 * groups + g]), sums, a2);
+      a3 = _mm512_fmadd_ps(_mm512_set1_ps(offsets[3 * groups + g]), sums, a3);
     }
-    alignas(64) float lanes[16];
-    for (int64_t i = 0; i < rows; ++i) {
-      _mm512_store_ps(lanes, acc[i]);
-      for (int64_t t = t0; t < min_i64(t0 + 16, t_end); ++t) y[t * ldy + i] += lanes[t - t0];
-    }
+    alignas(64) float lanes[kRows][16];
+    _mm512_store_ps(lanes[0], a0);
+    _mm512_store_ps(lanes[1], a1);
+    _mm512_store_ps(lanes[2], a2);
+    _mm512_store_ps(lanes[3], a3);
+    const int64_t count = min_i64(16, t_end - t0);
+    for (int64_t t = 0; t < count; ++t)
+      for (int64_t i = 0; i < rows; ++i) y[(t0 + t) * ldy + i] += lanes[i][t];
   }
 }
 
@@ -196,13 +223,10 @@ void bf16_matmul_rows(const WeightMatrix& w, const uint16_t* x, int64_t n, int64
   // group_x is stored transposed, [groups, ldt], so the offset term vectorises over tokens.
   const int64_t ldt = (n + 15) / 16 * 16;
   Scratch group_x(affine ? groups * ldt : 0), offsets(affine ? kRows * groups : 0);
-  for (int64_t t = 0; t < n && affine; ++t)
-    for (int64_t g = 0; g < groups; ++g) {
-      float sum = 0.0f;
-      for (int64_t c = g * w.group_size; c < (g + 1) * w.group_size; ++c)
-        sum += bf16_bits_to_f32(x[t * ldx + c]);
-      group_x.data[g * ldt + t] = sum;
-    }
+  if (affine) {
+    group_sums_transposed(x, n, ldx, w.group_size, groups, group_x.data, ldt);
+    for (int64_t i = 0; i < kRows * groups; ++i) offsets.data[i] = 0.0f;  // rows a block lacks
+  }
   WeightMatrix unscaled = w;
   unscaled.global_scale = 1.0f;
   // Decoded rows: bf16 [kRows, ldx] plus one f32 row of staging.
