@@ -63,6 +63,7 @@ void attend_query_head(const float* q, const float* r, const float* rel_proj_t, 
     float bias = 0.0f;
     if (dist < extent) {
       const float* pt = rel_proj_t + dist * dr;
+#pragma omp simd reduction(+ : bias)
       for (int64_t e = 0; e < dr; ++e) bias += r[e] * pt[e];
     }
     float dot = 0.0f;
@@ -85,19 +86,36 @@ void attend_query_head(const float* q, const float* r, const float* rel_proj_t, 
     scores[j - lo] = e;
     total += e;
   }
-  std::fill(out, out + d, 0.0f);
   const float inv_total = 1.0f / total;
-  for (int64_t j = lo; j <= p; ++j) {
-    const float a = scores[j - lo] * inv_total;
-    if (kv.bf16) {
-      const auto* v = reinterpret_cast<const uint16_t*>(kv.value(j));
+  for (int64_t j = lo; j <= p; ++j) scores[j - lo] *= inv_total;
+  // out = sum_j p_j v_j, 64 columns at a time so the partial sums stay in registers over all
+  // keys instead of being loaded and stored once per key.
+  constexpr int64_t kColumns = 64;
+  for (int64_t c0 = 0; c0 < d; c0 += kColumns) {
+    const int64_t width = std::min(kColumns, d - c0);
+    float acc[kColumns] = {};
+    if (width == kColumns) {
+      for (int64_t j = lo; j <= p; ++j) {
+        const float a = scores[j - lo];
+        if (kv.bf16) {
+          const auto* v = reinterpret_cast<const uint16_t*>(kv.value(j)) + c0;
 #pragma omp simd
-      for (int64_t i = 0; i < d; ++i) out[i] += a * bf16_to_f32(v[i]);
+          for (int64_t i = 0; i < kColumns; ++i) acc[i] += a * bf16_to_f32(v[i]);
+        } else {
+          const auto* v = reinterpret_cast<const float*>(kv.value(j)) + c0;
+#pragma omp simd
+          for (int64_t i = 0; i < kColumns; ++i) acc[i] += a * v[i];
+        }
+      }
     } else {
-      const auto* v = reinterpret_cast<const float*>(kv.value(j));
-#pragma omp simd
-      for (int64_t i = 0; i < d; ++i) out[i] += a * v[i];
+      for (int64_t j = lo; j <= p; ++j) {
+        const float a = scores[j - lo];
+        for (int64_t i = 0; i < width; ++i)
+          acc[i] += a * (kv.bf16 ? bf16_to_f32(reinterpret_cast<const uint16_t*>(kv.value(j))[c0 + i])
+                                 : reinterpret_cast<const float*>(kv.value(j))[c0 + i]);
+      }
     }
+    std::copy(acc, acc + width, out + c0);
   }
 }
 
