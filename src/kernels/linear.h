@@ -13,9 +13,9 @@ namespace inkling::kernels {
 // How the AVX-512 paths may trade activation precision for speed.
 //  Exact: activations stay f32 everywhere (max error ~2e-5 of the output RMS).
 //  Bf16Activations (default): matmul / swiglu_matmul with n >= 4 round X to bf16 and use
-//    vdpbf16ps (CPUs with AVX512_BF16; ~2e-3 RMS, < 1e-2 worst, of the output RMS), and the
-//    4-bit matvecs quantize x to two int8 parts for VNNI (CPUs with AVX512_VNNI; < 1e-4 of the
-//    output RMS). Elsewhere both modes compute the same thing.
+//    vdpbf16ps (CPUs with AVX512_BF16; ~2e-3 RMS, < 1.5e-2 worst, of the output RMS), bf16
+//    matvecs do the same with x, and the 4-bit matvecs quantize x to int8 per 8 columns for VNNI
+//    (CPUs with AVX512_VNNI; ~4e-3 RMS). Elsewhere both modes compute the same thing.
 // INKLING_EXACT=1 in the environment selects Exact at start-up.
 enum class MatmulPrecision { Exact, Bf16Activations };
 void set_matmul_precision(MatmulPrecision precision);

@@ -50,72 +50,103 @@ struct KvHeadView {
   const uint8_t* value(int64_t position) const { return values + (ring ? position % capacity : position) * row_bytes; }
 };
 
-// Attention of one query head over keys lo..p: score = tau * (q.k / d + bias(dist)), the bias read
-// from the transposed rel_proj for dist < extent; softmax; out = sum p_j v_j. Cloned per ISA
-// (the library is built for baseline x86-64; these loops are the prefill's attention cost).
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-void attend_query_head(const float* q, const float* r, const float* rel_proj_t, int64_t d, int64_t dr,
-                       int64_t extent, float tau, float inv_d, int64_t lo, int64_t p, const KvHeadView& kv,
-                       float* scores, float* out) {
-  float best = -INFINITY;
+// Attention of the `G` query heads that share one KV head, over keys lo..p: score = tau * (q.k / d +
+// bias(dist)), the bias read from the transposed rel_proj for dist < extent; softmax; out = sum
+// p_j v_j. The group walks K once and V once (each row serves all G heads while it is in L1), so
+// decode reads the cache once per KV head, not once per query head. q / r / out hold the group's
+// heads back to back; scores is [G, p - lo + 1].
+template <int G>
+[[gnu::always_inline]] inline void attend_group(const float* q, const float* r, const float* rel_proj_t, int64_t d,
+                                                int64_t dr, int64_t extent, float tau, float inv_d, int64_t lo,
+                                                int64_t p, const KvHeadView& kv, float* scores, float* out) {
+  const int64_t keys = p - lo + 1;
+  float best[G];
+  for (int h = 0; h < G; ++h) best[h] = -INFINITY;
   for (int64_t j = lo; j <= p; ++j) {
     const int64_t dist = p - j;
-    float bias = 0.0f;
-    if (dist < extent) {
-      const float* pt = rel_proj_t + dist * dr;
+    for (int h = 0; h < G; ++h) {
+      float bias = 0.0f;
+      if (dist < extent) {
+        const float* pt = rel_proj_t + dist * dr;
+        const float* rh = r + h * dr;
 #pragma omp simd reduction(+ : bias)
-      for (int64_t e = 0; e < dr; ++e) bias += r[e] * pt[e];
-    }
-    float dot = 0.0f;
-    if (kv.bf16) {
-      const auto* k = reinterpret_cast<const uint16_t*>(kv.key(j));
+        for (int64_t e = 0; e < dr; ++e) bias += rh[e] * pt[e];
+      }
+      const float* qh = q + h * d;
+      float dot = 0.0f;
+      if (kv.bf16) {
+        const auto* k = reinterpret_cast<const uint16_t*>(kv.key(j));
 #pragma omp simd reduction(+ : dot)
-      for (int64_t i = 0; i < d; ++i) dot += q[i] * bf16_to_f32(k[i]);
-    } else {
-      const auto* k = reinterpret_cast<const float*>(kv.key(j));
+        for (int64_t i = 0; i < d; ++i) dot += qh[i] * bf16_to_f32(k[i]);
+      } else {
+        const auto* k = reinterpret_cast<const float*>(kv.key(j));
 #pragma omp simd reduction(+ : dot)
-      for (int64_t i = 0; i < d; ++i) dot += q[i] * k[i];
+        for (int64_t i = 0; i < d; ++i) dot += qh[i] * k[i];
+      }
+      const float score = tau * (dot * inv_d + bias);
+      scores[h * keys + (j - lo)] = score;
+      best[h] = std::max(best[h], score);
     }
-    const float score = tau * (dot * inv_d + bias);
-    scores[j - lo] = score;
-    best = std::max(best, score);
   }
-  float total = 0.0f;
-  for (int64_t j = lo; j <= p; ++j) {
-    const float e = std::exp(scores[j - lo] - best);
-    scores[j - lo] = e;
-    total += e;
+  for (int h = 0; h < G; ++h) {
+    float* row = scores + h * keys;
+    float total = 0.0f;
+    for (int64_t j = 0; j < keys; ++j) {
+      const float e = std::exp(row[j] - best[h]);
+      row[j] = e;
+      total += e;
+    }
+    const float inv_total = 1.0f / total;
+    for (int64_t j = 0; j < keys; ++j) row[j] *= inv_total;
   }
-  const float inv_total = 1.0f / total;
-  for (int64_t j = lo; j <= p; ++j) scores[j - lo] *= inv_total;
-  // out = sum_j p_j v_j, 64 columns at a time so the partial sums stay in registers over all
-  // keys instead of being loaded and stored once per key.
-  constexpr int64_t kColumns = 64;
+  // out_h = sum_j p_hj v_j in column blocks whose G partial sums stay in registers across all keys.
+  constexpr int64_t kColumns = G >= 8 ? 32 : G >= 4 ? 64 : 128;
   for (int64_t c0 = 0; c0 < d; c0 += kColumns) {
     const int64_t width = std::min(kColumns, d - c0);
-    float acc[kColumns] = {};
-    if (width == kColumns) {
-      for (int64_t j = lo; j <= p; ++j) {
-        const float a = scores[j - lo];
-        if (kv.bf16) {
-          const auto* v = reinterpret_cast<const uint16_t*>(kv.value(j)) + c0;
+    float acc[G][kColumns] = {};
+    for (int64_t j = 0; j < keys; ++j) {
+      float v[kColumns];
+      if (kv.bf16) {
+        const auto* src = reinterpret_cast<const uint16_t*>(kv.value(lo + j)) + c0;
+        if (width == kColumns) {
 #pragma omp simd
-          for (int64_t i = 0; i < kColumns; ++i) acc[i] += a * bf16_to_f32(v[i]);
+          for (int64_t i = 0; i < kColumns; ++i) v[i] = bf16_to_f32(src[i]);
         } else {
-          const auto* v = reinterpret_cast<const float*>(kv.value(j)) + c0;
+          for (int64_t i = 0; i < width; ++i) v[i] = bf16_to_f32(src[i]);
+        }
+      } else {
+        const auto* src = reinterpret_cast<const float*>(kv.value(lo + j)) + c0;
+        std::copy(src, src + width, v);
+      }
+      for (int h = 0; h < G; ++h) {
+        const float a = scores[h * keys + j];
+        if (width == kColumns) {
 #pragma omp simd
-          for (int64_t i = 0; i < kColumns; ++i) acc[i] += a * v[i];
+          for (int64_t i = 0; i < kColumns; ++i) acc[h][i] += a * v[i];
+        } else {
+          for (int64_t i = 0; i < width; ++i) acc[h][i] += a * v[i];
         }
       }
-    } else {
-      for (int64_t j = lo; j <= p; ++j) {
-        const float a = scores[j - lo];
-        for (int64_t i = 0; i < width; ++i)
-          acc[i] += a * (kv.bf16 ? bf16_to_f32(reinterpret_cast<const uint16_t*>(kv.value(j))[c0 + i])
-                                 : reinterpret_cast<const float*>(kv.value(j))[c0 + i]);
-      }
     }
-    std::copy(acc, acc + width, out + c0);
+    for (int h = 0; h < G; ++h) std::copy(acc[h], acc[h] + width, out + h * d + c0);
+  }
+}
+
+// Cloned per ISA (the library is built for baseline x86-64; these loops are the prefill's
+// attention cost). Group sizes of the released models (4, 8) and 1 / 2 get unrolled bodies;
+// others run head by head.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void attend_kv_group(int64_t group, const float* q, const float* r, const float* rel_proj_t, int64_t d, int64_t dr,
+                     int64_t extent, float tau, float inv_d, int64_t lo, int64_t p, const KvHeadView& kv,
+                     float* scores, float* out) {
+  switch (group) {
+    case 1: return attend_group<1>(q, r, rel_proj_t, d, dr, extent, tau, inv_d, lo, p, kv, scores, out);
+    case 2: return attend_group<2>(q, r, rel_proj_t, d, dr, extent, tau, inv_d, lo, p, kv, scores, out);
+    case 4: return attend_group<4>(q, r, rel_proj_t, d, dr, extent, tau, inv_d, lo, p, kv, scores, out);
+    case 8: return attend_group<8>(q, r, rel_proj_t, d, dr, extent, tau, inv_d, lo, p, kv, scores, out);
+    default:
+      for (int64_t h = 0; h < group; ++h)
+        attend_group<1>(q + h * d, r + h * dr, rel_proj_t, d, dr, extent, tau, inv_d, lo, p, kv, scores, out + h * d);
   }
 }
 
@@ -316,19 +347,19 @@ void InklingModel::attention(int layer, SequenceState& state, int64_t n) {
   const size_t elem = dtype_size(ls.kv.dtype);
   const KvCache& kv = ls.kv;
   const int threads = kernels::thread_count();
-  const size_t scores_per_thread = size_t(options_.context);
+  const size_t scores_per_thread = size_t(std::min<int64_t>(group, 8)) * size_t(options_.context);
   if (attention_scores_.size() < size_t(threads) * scores_per_thread)
     attention_scores_.resize(size_t(threads) * scores_per_thread);
-  kernels::parallel_for(n * nh, threads, [&](int64_t item, int thread) {
-      float* scores = attention_scores_.data() + size_t(thread) * scores_per_thread;
-      const int64_t t = item / nh, head = item % nh, kv_head = head / group;
-      const int64_t p = pos0 + t;
-      const int64_t lo = s.sliding ? std::max<int64_t>(0, p - c.sliding_window + 1) : 0;
-      const float tau = global_tau ? log_position_tau(p + 1, *c.log_scaling_n_floor, c.log_scaling_alpha) : 1.0f;
-      const KvHeadView view{kv.keys.data() + kv_head * d * elem, kv.values.data() + kv_head * d * elem,
-                            kv.row_elems * int64_t(elem), kv.capacity, kv.ring, kv.dtype == DType::BF16};
-      attend_query_head(q_.data() + t * qd + head * d, r_.data() + t * nh * dr + head * dr, lv.rel_proj_t.data(), d,
-                        dr, extent, tau, inv_d, lo, p, view, scores, attn_out_.data() + t * qd + head * d);
+  kernels::parallel_for(n * nkv, threads, [&](int64_t item, int thread) {
+    float* scores = attention_scores_.data() + size_t(thread) * scores_per_thread;
+    const int64_t t = item / nkv, kv_head = item % nkv, head = kv_head * group;
+    const int64_t p = pos0 + t;
+    const int64_t lo = s.sliding ? std::max<int64_t>(0, p - c.sliding_window + 1) : 0;
+    const float tau = global_tau ? log_position_tau(p + 1, *c.log_scaling_n_floor, c.log_scaling_alpha) : 1.0f;
+    const KvHeadView view{kv.keys.data() + kv_head * d * elem, kv.values.data() + kv_head * d * elem,
+                          kv.row_elems * int64_t(elem), kv.capacity, kv.ring, kv.dtype == DType::BF16};
+    attend_kv_group(group, q_.data() + t * qd + head * d, r_.data() + t * nh * dr + head * dr, lv.rel_proj_t.data(),
+                    d, dr, extent, tau, inv_d, lo, p, view, scores, attn_out_.data() + t * qd + head * d);
   });
   kernels::matmul(lw.attn.o, attn_out_.data(), n, a_.data());
 }

@@ -35,8 +35,8 @@ void RuntimeArgs::add_to(CLI::App& app, const char* ctx_help) {
   app.add_option("--kv-dtype", kv_dtype, "KV cache dtype: f32 | bf16")->capture_default_str();
   app.add_option("--ctx", ctx, ctx_help)->capture_default_str();
   app.add_flag("--fast", fast,
-               "llama.cpp-style precision: bf16 activations in prefill products, int8 (VNNI) activations for "
-               "4-bit decode (default: exact f32 activations)");
+               "llama.cpp-style precision: bf16 activations in prefill products and bf16 decode, int8 (VNNI) "
+               "activations for 4-bit decode (default: exact f32 activations)");
 }
 
 RunOptions RuntimeArgs::apply() const {
