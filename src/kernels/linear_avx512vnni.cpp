@@ -87,11 +87,17 @@ void affine4_rows(const WeightMatrix& w, int64_t r, const PreparedX& px, float* 
       acc[i] = _mm512_fmadd_ps(dots, lane_scales, acc[i]);
     }
   }
+  // The bias term goes into the same accumulator: one horizontal sum per row, not two.
 #pragma GCC unroll 4
-  for (int i = 0; i < R; ++i)
-    y[i] = _mm512_reduce_add_ps(acc[i]) +
-           affine_bias_dot(w.biases + (r + i) * w.biases_row_stride, w.scale_dtype,
-                           px.group_sums_q8, groups);
+  for (int i = 0; i < R; ++i) {
+    const uint8_t* biases = w.biases + (r + i) * w.biases_row_stride;
+    for (int64_t g = 0; g < groups; g += 16) {
+      const __mmask16 mask = groups - g >= 16 ? __mmask16(0xffff) : tail_mask(groups - g);
+      acc[i] = _mm512_fmadd_ps(load_params16(biases, w.scale_dtype, g, mask),
+                               _mm512_maskz_loadu_ps(mask, px.group_sums_q8 + g), acc[i]);
+    }
+    y[i] = _mm512_reduce_add_ps(acc[i]);
+  }
 }
 
 template <int R>
