@@ -95,7 +95,8 @@ Runner add_bench(CLI::App& app) {
       std::fprintf(stderr, " %.1f tok/s, tg%d ...", pp.back(), args->generate);
       // tg starts from an empty context, as llama-bench's tg does.
       SequenceState decode_state = model.new_sequence();
-      bandwidths.push_back(kernels::measure_read_bandwidth_gbs(size_t(1) << 30, threads));
+      // 256 MiB: 8x this L3, and small enough not to dominate the peak RSS reported below.
+      bandwidths.push_back(kernels::measure_read_bandwidth_gbs(size_t(256) << 20, threads));
       int32_t token = 1;
       auto t1 = std::chrono::steady_clock::now();
       for (int i = 0; i < args->generate; ++i) {
