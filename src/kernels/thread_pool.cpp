@@ -30,7 +30,7 @@ constexpr auto kSpinBeforeSleep = std::chrono::microseconds(1000);
 
 thread_local bool inside_job = false;
 
-constexpr int kMaxThreads = 512;  // well inside the claim word's 16-bit unit count
+constexpr int kMaxThreads = 512;  // well inside the claim word's 16-bit part count
 
 int default_thread_count() {
   if (const char* env = std::getenv("INKLING_THREADS")) {
@@ -43,10 +43,10 @@ int default_thread_count() {
   return std::clamp(int(std::thread::hardware_concurrency()), 1, kMaxThreads);
 }
 
-// A job is `units` calls body(unit, units). Units are claimed, not assigned: the caller and
+// A job is `parts` calls body(part, parts). Parts are claimed, not assigned: the caller and
 // every worker that turns up take the next unclaimed one from a shared word, so a worker the
 // OS has not scheduled yet delays nothing; the caller does its share and returns as soon as
-// every unit has finished. A worker that wakes after that finds the job over and touches
+// every part has finished. A worker that wakes after that finds the job over and touches
 // nothing of it (the body lives on the caller's stack).
 class ThreadPool {
  public:
@@ -63,7 +63,7 @@ class ThreadPool {
 
   int size() const { return threads_; }
 
-  void run(int units, detail::JobFn fn, void* context) {
+  void run(int parts, detail::JobFn fn, void* context) {
     // Jobs from two caller threads take turns.
     std::lock_guard<std::mutex> lock(run_mutex_);
     fn_ = fn;
@@ -71,35 +71,35 @@ class ThreadPool {
     error_ = nullptr;
     finished_.store(0, std::memory_order_relaxed);
     ++sequence_;
-    publish(uint64_t(sequence_) << 32 | uint64_t(units) << 16);
+    publish(uint64_t(sequence_) << 32 | uint64_t(parts) << 16);
     while (claim_and_execute(sequence_)) {
     }
-    for (int spins = 0; finished_.load(std::memory_order_acquire) != units; ++spins) {
+    for (int spins = 0; finished_.load(std::memory_order_acquire) != parts; ++spins) {
       if (spins < 1 << 14) INKLING_CPU_RELAX();
-      else std::this_thread::yield();  // a worker holding a unit was descheduled
+      else std::this_thread::yield();  // a worker holding a part was descheduled
     }
     if (error_) std::rethrow_exception(error_);
   }
 
  private:
-  // The claim word: sequence (32 bits) | units (16) | next unclaimed unit (16).
+  // The claim word: sequence (32 bits) | parts (16) | next unclaimed part (16).
   void publish(uint64_t word) {
     claim_.store(word);  // seq_cst: ordered before the sleepers_ read
     wake_.store(uint32_t(word >> 32));
     if (sleepers_.load() > 0) wake_.notify_all();
   }
 
-  // Claims one unit of job `sequence` and runs it; false when the job has none left.
+  // Claims one part of job `sequence` and runs it; false when the job has none left.
   bool claim_and_execute(uint32_t sequence) {
     uint64_t word = claim_.load(std::memory_order_acquire);
     for (;;) {
-      const uint32_t units = uint32_t(word >> 16) & 0xffff, next = uint32_t(word) & 0xffff;
-      if (uint32_t(word >> 32) != sequence || next >= units) return false;
+      const uint32_t parts = uint32_t(word >> 16) & 0xffff, next = uint32_t(word) & 0xffff;
+      if (uint32_t(word >> 32) != sequence || next >= parts) return false;
       if (claim_.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel)) {
-        // Holding an unfinished unit keeps the caller inside run(): fn_ and context_ are stable.
+        // Holding an unfinished part keeps the caller inside run(): fn_ and context_ are stable.
         inside_job = true;
         try {
-          fn_(context_, int(next), int(units));
+          fn_(context_, int(next), int(parts));
         } catch (...) {
           std::lock_guard<std::mutex> lock(error_mutex_);
           if (!error_) error_ = std::current_exception();
