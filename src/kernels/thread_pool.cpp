@@ -30,7 +30,6 @@ constexpr auto kSpinBeforeSleep = std::chrono::microseconds(1000);
 
 thread_local bool inside_job = false;
 
-constexpr int kMaxThreads = 512;  // well inside the claim word's 16-bit part count
 
 int default_thread_count() {
   if (const char* env = std::getenv("INKLING_THREADS")) {
@@ -49,6 +48,8 @@ int default_thread_count() {
 // every part has finished. A worker that wakes after that finds the job over and touches
 // nothing of it (the body lives on the caller's stack).
 class ThreadPool {
+  static_assert(kMaxThreads < (1 << 16), "parts are counted in 16 bits of the claim word");
+
  public:
   explicit ThreadPool(int threads) : threads_(threads) {
     workers_.reserve(size_t(threads - 1));

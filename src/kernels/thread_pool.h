@@ -17,8 +17,10 @@
 
 namespace inkling::kernels {
 
-// Threads used by parallel_run (the caller included). 0 picks the CPUs this process may run
-// on (sched_getaffinity), or INKLING_THREADS when set. Not to be called while a job runs.
+// Threads used by parallel_run (the caller included), at most kMaxThreads. 0 picks
+// INKLING_THREADS when it is a number in 1..kMaxThreads, else the CPUs this process may run on
+// (sched_getaffinity). Not to be called while a job runs.
+inline constexpr int kMaxThreads = 512;
 void set_thread_count(int threads);
 int thread_count();
 

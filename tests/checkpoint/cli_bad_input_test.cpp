@@ -283,6 +283,11 @@ TEST(CliBadInput, GenerateUnsupportedKvDtype) {
   expect_clean_error(generate({"--prompt-ids", "1,2,3", "-n", "4", "--kv-dtype", "f16"}), {"--kv-dtype", "f16"});
 }
 
+TEST(CliBadInput, GenerateThreadCountOutOfRange) {
+  expect_clean_error(generate({"--prompt-ids", "1,2,3", "-n", "4", "-t", "9999"}), {"--threads", "9999"});
+  expect_clean_error(generate({"--prompt-ids", "1,2,3", "-n", "4", "-t", "-2"}), {"--threads", "-2"});
+}
+
 TEST(CliBadInput, GenerateOnBrokenCheckpoint) {
   fs::path dir = bf16_clone("gen_broken");
   nlohmann::json config = read_json(dir / "config.json");

@@ -40,7 +40,9 @@ void RuntimeArgs::add_to(CLI::App& app, const char* ctx_help) {
 }
 
 RunOptions RuntimeArgs::apply() const {
-  if (threads < 0) throw Error("--threads must be >= 0");
+  if (threads < 0 || threads > kernels::kMaxThreads)
+    throw Error("--threads must be 0.." + std::to_string(kernels::kMaxThreads) + " (0 = all cores), got " +
+                std::to_string(threads));
   if (kv_dtype != "f32" && kv_dtype != "bf16") throw Error("--kv-dtype must be f32 or bf16, got \"" + kv_dtype + "\"");
   if (ctx <= 0) throw Error("--ctx must be positive");
   kernels::set_thread_count(threads);
