@@ -27,6 +27,9 @@ std::vector<float> to_f32(const TensorView& view) {
 
 namespace {
 
+// From this many tokens per chunk, attention transposes the keys first (see attention()).
+constexpr int64_t kTransposedKeysMinTokens = 16;
+
 inline float silu(float v) { return v / (1.0f + std::exp(-v)); }
 
 inline void store_kv(uint8_t* dst, const float* src, int64_t n, DType dtype) {
@@ -150,6 +153,96 @@ void attend_kv_group(int64_t group, const float* q, const float* r, const float*
   }
 }
 
+// Prefill form of attend_group for one query position: the keys come transposed, keys_t[i * ld +
+// j] = k_(lo + j)[i] (f32), so scores for all keys build up as axpys over the head dimension and
+// vectorise along the keys with no per-key horizontal sums; the bias likewise, per distance, from
+// rel_proj in its stored [d_rel, R] layout. bias_by_dist holds R floats of scratch.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void attend_kv_group_transposed(int64_t group, const float* q, const float* r, const float* rel_proj, int64_t d,
+                                int64_t dr, int64_t extent, float tau, float inv_d, int64_t lo, int64_t p,
+                                const float* keys_t, int64_t ld, const KvHeadView& kv, float* bias_by_dist,
+                                float* scores, float* out) {
+  const int64_t keys = p - lo + 1;
+  const int64_t near = std::min(extent, keys);  // distances that carry a bias
+  for (int64_t h = 0; h < group; ++h) {
+    float* row = scores + h * keys;
+    const float* qh = q + h * d;
+    // 32 keys at a time, their partial dot products in registers over the whole head dimension.
+    constexpr int64_t kKeys = 32;
+    for (int64_t j0 = 0; j0 < keys; j0 += kKeys) {
+      float acc[kKeys] = {};
+      if (keys - j0 >= kKeys) {
+        for (int64_t i = 0; i < d; ++i) {
+          const float qi = qh[i];
+          const float* k = keys_t + i * ld + j0;
+#pragma omp simd
+          for (int64_t j = 0; j < kKeys; ++j) acc[j] += qi * k[j];
+        }
+        std::copy(acc, acc + kKeys, row + j0);
+      } else {
+        const int64_t width = keys - j0;
+        for (int64_t i = 0; i < d; ++i) {
+          const float qi = qh[i];
+          const float* k = keys_t + i * ld + j0;
+          for (int64_t j = 0; j < width; ++j) acc[j] += qi * k[j];
+        }
+        std::copy(acc, acc + width, row + j0);
+      }
+    }
+    std::fill(bias_by_dist, bias_by_dist + near, 0.0f);
+    const float* rh = r + h * dr;
+    for (int64_t e = 0; e < dr; ++e) {
+      const float re = rh[e];
+      const float* rel = rel_proj + e * extent;
+#pragma omp simd
+      for (int64_t dist = 0; dist < near; ++dist) bias_by_dist[dist] += re * rel[dist];
+    }
+    float best = -INFINITY;
+    for (int64_t j = 0; j < keys; ++j) {
+      const int64_t dist = keys - 1 - j;
+      const float score = tau * (row[j] * inv_d + (dist < near ? bias_by_dist[dist] : 0.0f));
+      row[j] = score;
+      best = std::max(best, score);
+    }
+    float total = 0.0f;
+    for (int64_t j = 0; j < keys; ++j) {
+      const float e = std::exp(row[j] - best);
+      row[j] = e;
+      total += e;
+    }
+    const float inv_total = 1.0f / total;
+    for (int64_t j = 0; j < keys; ++j) row[j] *= inv_total;
+  }
+  // out_h = sum_j p_hj v_j, 64 columns at a time with the partial sums in registers; each V
+  // row is converted once and serves every head of the group.
+  constexpr int64_t kColumns = 64;
+  for (int64_t c0 = 0; c0 < d; c0 += kColumns) {
+    const int64_t width = std::min(kColumns, d - c0);
+    for (int64_t h0 = 0; h0 < group; h0 += 4) {
+      const int64_t heads = std::min<int64_t>(4, group - h0);
+      float acc[4][kColumns] = {};
+      for (int64_t j = 0; j < keys; ++j) {
+        float v[kColumns];
+        if (kv.bf16) {
+          const auto* src = reinterpret_cast<const uint16_t*>(kv.value(lo + j)) + c0;
+#pragma omp simd
+          for (int64_t i = 0; i < kColumns; ++i) v[i] = i < width ? bf16_to_f32(src[i]) : 0.0f;
+        } else {
+          const auto* src = reinterpret_cast<const float*>(kv.value(lo + j)) + c0;
+#pragma omp simd
+          for (int64_t i = 0; i < kColumns; ++i) v[i] = i < width ? src[i] : 0.0f;
+        }
+        for (int64_t h = 0; h < heads; ++h) {
+          const float a = scores[(h0 + h) * keys + j];
+#pragma omp simd
+          for (int64_t i = 0; i < kColumns; ++i) acc[h][i] += a * v[i];
+        }
+      }
+      for (int64_t h = 0; h < heads; ++h) std::copy(acc[h], acc[h] + width, out + (h0 + h) * d + c0);
+    }
+  }
+}
+
 }  // namespace
 
 InklingModel::InklingModel(const Checkpoint& checkpoint, RunOptions options)
@@ -179,6 +272,7 @@ InklingModel::InklingModel(const Checkpoint& checkpoint, RunOptions options)
     lv.v_conv = to_f32(lw.attn.v_conv);
     std::vector<float> rel = to_f32(lw.attn.rel_proj);  // [d_rel, R]
     int64_t extent = lw.spec.rel_extent;
+    lv.rel_proj = rel;
     lv.rel_proj_t.resize(rel.size());
     for (int64_t d = 0; d < c.d_rel; ++d)
       for (int64_t j = 0; j < extent; ++j) lv.rel_proj_t[size_t(j * c.d_rel + d)] = rel[size_t(d * extent + j)];
@@ -347,20 +441,60 @@ void InklingModel::attention(int layer, SequenceState& state, int64_t n) {
   const size_t elem = dtype_size(ls.kv.dtype);
   const KvCache& kv = ls.kv;
   const int threads = kernels::thread_count();
-  const size_t scores_per_thread = size_t(std::min<int64_t>(group, 8)) * size_t(options_.context);
+  const size_t scores_per_thread = size_t(group) * size_t(options_.context);
   if (attention_scores_.size() < size_t(threads) * scores_per_thread)
     attention_scores_.resize(size_t(threads) * scores_per_thread);
-  kernels::parallel_for(n * nkv, threads, [&](int64_t item, int thread) {
-    float* scores = attention_scores_.data() + size_t(thread) * scores_per_thread;
-    const int64_t t = item / nkv, kv_head = item % nkv, head = kv_head * group;
-    const int64_t p = pos0 + t;
-    const int64_t lo = s.sliding ? std::max<int64_t>(0, p - c.sliding_window + 1) : 0;
-    const float tau = global_tau ? log_position_tau(p + 1, *c.log_scaling_n_floor, c.log_scaling_alpha) : 1.0f;
-    const KvHeadView view{kv.keys.data() + kv_head * d * elem, kv.values.data() + kv_head * d * elem,
-                          kv.row_elems * int64_t(elem), kv.capacity, kv.ring, kv.dtype == DType::BF16};
-    attend_kv_group(group, q_.data() + t * qd + head * d, r_.data() + t * nh * dr + head * dr, lv.rel_proj_t.data(),
-                    d, dr, extent, tau, inv_d, lo, p, view, scores, attn_out_.data() + t * qd + head * d);
-  });
+  auto window_start = [&](int64_t p) { return s.sliding ? std::max<int64_t>(0, p - c.sliding_window + 1) : 0; };
+  auto head_view = [&](int64_t kv_head) {
+    return KvHeadView{kv.keys.data() + kv_head * d * elem, kv.values.data() + kv_head * d * elem,
+                      kv.row_elems * int64_t(elem), kv.capacity, kv.ring, kv.dtype == DType::BF16};
+  };
+  auto tau_at = [&](int64_t p) {
+    return global_tau ? log_position_tau(p + 1, *c.log_scaling_n_floor, c.log_scaling_alpha) : 1.0f;
+  };
+  if (n >= kTransposedKeysMinTokens) {
+    // Prefill: transpose the keys the chunk attends to once per KV head ([d, span] f32), then
+    // every query scores all its keys with vectorised axpys.
+    const int64_t first = window_start(pos0), span = pos0 + n - first;
+    // Row stride: a multiple of 16 floats plus one cache line, so the d rows a block of keys
+    // touches fall in different L1 sets (a multiple of 4 KiB would put them all in one).
+    const int64_t ld = (span + 15) / 16 * 16 + 16;
+    keys_t_.resize(size_t(d * ld));
+    bias_by_dist_.resize(size_t(threads) * size_t(extent));
+    for (int64_t kv_head = 0; kv_head < nkv; ++kv_head) {  // one head's keys at a time bounds the copy
+      const KvHeadView view = head_view(kv_head);
+      kernels::parallel_for((span + 63) / 64, threads, [&](int64_t block, int) {
+        for (int64_t j = block * 64; j < std::min(span, (block + 1) * 64); ++j) {
+          if (view.bf16) {
+            const auto* k = reinterpret_cast<const uint16_t*>(view.key(first + j));
+            for (int64_t i = 0; i < d; ++i) keys_t_[size_t(i * ld + j)] = bf16_to_f32(k[i]);
+          } else {
+            const auto* k = reinterpret_cast<const float*>(view.key(first + j));
+            for (int64_t i = 0; i < d; ++i) keys_t_[size_t(i * ld + j)] = k[i];
+          }
+        }
+      });
+      const int64_t head = kv_head * group;
+      kernels::parallel_for(n, threads, [&](int64_t t, int thread) {
+        const int64_t p = pos0 + t, lo = window_start(p);
+        attend_kv_group_transposed(group, q_.data() + t * qd + head * d, r_.data() + t * nh * dr + head * dr,
+                                   lv.rel_proj.data(), d, dr, extent, tau_at(p), inv_d, lo, p,
+                                   keys_t_.data() + (lo - first), ld, view,
+                                   bias_by_dist_.data() + size_t(thread) * size_t(extent),
+                                   attention_scores_.data() + size_t(thread) * scores_per_thread,
+                                   attn_out_.data() + t * qd + head * d);
+      });
+    }
+  } else {
+    kernels::parallel_for(n * nkv, threads, [&](int64_t item, int thread) {
+      float* scores = attention_scores_.data() + size_t(thread) * scores_per_thread;
+      const int64_t t = item / nkv, kv_head = item % nkv, head = kv_head * group;
+      const int64_t p = pos0 + t;
+      attend_kv_group(group, q_.data() + t * qd + head * d, r_.data() + t * nh * dr + head * dr,
+                      lv.rel_proj_t.data(), d, dr, extent, tau_at(p), inv_d, window_start(p), p, head_view(kv_head),
+                      scores, attn_out_.data() + t * qd + head * d);
+    });
+  }
   kernels::matmul(lw.attn.o, attn_out_.data(), n, a_.data());
 }
 

@@ -55,6 +55,7 @@ class InklingModel {
   struct LayerVectors {
     std::vector<float> attn_norm, mlp_norm, attn_conv, mlp_conv, q_norm, k_norm, k_conv, v_conv;
     std::vector<float> rel_proj_t;  // [R, d_rel]
+    std::vector<float> rel_proj;    // [d_rel, R], as stored
   };
   std::vector<LayerVectors> vectors_;
   std::vector<float> embed_norm_, final_norm_;
@@ -62,7 +63,9 @@ class InklingModel {
   // Scratch, sized for max_chunk tokens at construction.
   std::vector<float> x_, h_, q_, k_, v_, r_, attn_out_, a_, m_, tmp_, router_logits_;
   std::vector<float> expert_in_, expert_act_, expert_out_;
-  std::vector<float> attention_scores_;  // [threads, context]
+  std::vector<float> attention_scores_;  // [threads, group * context]
+  std::vector<float> keys_t_;            // prefill: one KV head's keys for the chunk, transposed [d, span]
+  std::vector<float> bias_by_dist_;      // prefill: [threads, R]
   std::vector<int32_t> routed_experts_;  // [chunk, k]
   std::vector<float> routing_weights_;   // [chunk, k + shared]
   std::vector<int64_t> expert_rows_;     // tokens routed to the expert being computed
