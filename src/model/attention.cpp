@@ -1,0 +1,204 @@
+#include "model/attention.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "tensor/dtype.h"
+
+namespace inkling {
+namespace {
+
+
+// Attention of the `G` query heads that share one KV head, over keys lo..p: score = tau * (q.k / d +
+// bias(dist)), the bias read from the transposed rel_proj for dist < extent; softmax; out = sum
+// p_j v_j. The group walks K once and V once (each row serves all G heads while it is in L1), so
+// decode reads the cache once per KV head, not once per query head. q / r / out hold the group's
+// heads back to back; scores is [G, p - lo + 1].
+template <int G>
+[[gnu::always_inline]] inline void attend_group(const float* q, const float* r, const float* rel_proj_t, int64_t d,
+                                                int64_t dr, int64_t extent, float tau, float inv_d, int64_t lo,
+                                                int64_t p, const KvHeadView& kv, float* scores, float* out) {
+  const int64_t keys = p - lo + 1;
+  float best[G];
+  for (int h = 0; h < G; ++h) best[h] = -INFINITY;
+  for (int64_t j = lo; j <= p; ++j) {
+    const int64_t dist = p - j;
+    for (int h = 0; h < G; ++h) {
+      float bias = 0.0f;
+      if (dist < extent) {
+        const float* pt = rel_proj_t + dist * dr;
+        const float* rh = r + h * dr;
+#pragma omp simd reduction(+ : bias)
+        for (int64_t e = 0; e < dr; ++e) bias += rh[e] * pt[e];
+      }
+      const float* qh = q + h * d;
+      float dot = 0.0f;
+      if (kv.bf16) {
+        const auto* k = reinterpret_cast<const uint16_t*>(kv.key(j));
+#pragma omp simd reduction(+ : dot)
+        for (int64_t i = 0; i < d; ++i) dot += qh[i] * bf16_to_f32(k[i]);
+      } else {
+        const auto* k = reinterpret_cast<const float*>(kv.key(j));
+#pragma omp simd reduction(+ : dot)
+        for (int64_t i = 0; i < d; ++i) dot += qh[i] * k[i];
+      }
+      const float score = tau * (dot * inv_d + bias);
+      scores[h * keys + (j - lo)] = score;
+      best[h] = std::max(best[h], score);
+    }
+  }
+  for (int h = 0; h < G; ++h) {
+    float* row = scores + h * keys;
+    float total = 0.0f;
+    for (int64_t j = 0; j < keys; ++j) {
+      const float e = std::exp(row[j] - best[h]);
+      row[j] = e;
+      total += e;
+    }
+    const float inv_total = 1.0f / total;
+    for (int64_t j = 0; j < keys; ++j) row[j] *= inv_total;
+  }
+  // out_h = sum_j p_hj v_j in column blocks whose G partial sums stay in registers across all keys.
+  constexpr int64_t kColumns = G >= 8 ? 32 : G >= 4 ? 64 : 128;
+  for (int64_t c0 = 0; c0 < d; c0 += kColumns) {
+    const int64_t width = std::min(kColumns, d - c0);
+    float acc[G][kColumns] = {};
+    for (int64_t j = 0; j < keys; ++j) {
+      float v[kColumns];
+      if (kv.bf16) {
+        const auto* src = reinterpret_cast<const uint16_t*>(kv.value(lo + j)) + c0;
+        if (width == kColumns) {
+#pragma omp simd
+          for (int64_t i = 0; i < kColumns; ++i) v[i] = bf16_to_f32(src[i]);
+        } else {
+          for (int64_t i = 0; i < width; ++i) v[i] = bf16_to_f32(src[i]);
+        }
+      } else {
+        const auto* src = reinterpret_cast<const float*>(kv.value(lo + j)) + c0;
+        std::copy(src, src + width, v);
+      }
+      for (int h = 0; h < G; ++h) {
+        const float a = scores[h * keys + j];
+        if (width == kColumns) {
+#pragma omp simd
+          for (int64_t i = 0; i < kColumns; ++i) acc[h][i] += a * v[i];
+        } else {
+          for (int64_t i = 0; i < width; ++i) acc[h][i] += a * v[i];
+        }
+      }
+    }
+    for (int h = 0; h < G; ++h) std::copy(acc[h], acc[h] + width, out + h * d + c0);
+  }
+}
+
+}  // namespace
+
+// Cloned per ISA (the library is built for baseline x86-64; these loops are the prefill's
+// attention cost). Group sizes of the released models (4, 8) and 1 / 2 get unrolled bodies;
+// others run head by head.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void attend_kv_group(int64_t group, const float* q, const float* r, const float* rel_proj_t, int64_t d, int64_t dr,
+                     int64_t extent, float tau, float inv_d, int64_t lo, int64_t p, const KvHeadView& kv,
+                     float* scores, float* out) {
+  switch (group) {
+    case 1: return attend_group<1>(q, r, rel_proj_t, d, dr, extent, tau, inv_d, lo, p, kv, scores, out);
+    case 2: return attend_group<2>(q, r, rel_proj_t, d, dr, extent, tau, inv_d, lo, p, kv, scores, out);
+    case 4: return attend_group<4>(q, r, rel_proj_t, d, dr, extent, tau, inv_d, lo, p, kv, scores, out);
+    case 8: return attend_group<8>(q, r, rel_proj_t, d, dr, extent, tau, inv_d, lo, p, kv, scores, out);
+    default:
+      for (int64_t h = 0; h < group; ++h)
+        attend_group<1>(q + h * d, r + h * dr, rel_proj_t, d, dr, extent, tau, inv_d, lo, p, kv, scores, out + h * d);
+  }
+}
+
+// Prefill form of attend_group for one query position: the keys come transposed, keys_t[i * ld +
+// j] = k_(lo + j)[i] (f32), so scores for all keys build up as axpys over the head dimension and
+// vectorise along the keys with no per-key horizontal sums; the bias likewise, per distance, from
+// rel_proj in its stored [d_rel, R] layout. bias_by_dist holds R floats of scratch.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void attend_kv_group_transposed(int64_t group, const float* q, const float* r, const float* rel_proj, int64_t d,
+                                int64_t dr, int64_t extent, float tau, float inv_d, int64_t lo, int64_t p,
+                                const float* keys_t, int64_t ld, const KvHeadView& kv, float* bias_by_dist,
+                                float* scores, float* out) {
+  const int64_t keys = p - lo + 1;
+  const int64_t near = std::min(extent, keys);  // distances that carry a bias
+  for (int64_t h = 0; h < group; ++h) {
+    float* row = scores + h * keys;
+    const float* qh = q + h * d;
+    // 32 keys at a time, their partial dot products in registers over the whole head dimension.
+    constexpr int64_t kKeys = 32;
+    for (int64_t j0 = 0; j0 < keys; j0 += kKeys) {
+      float acc[kKeys] = {};
+      if (keys - j0 >= kKeys) {
+        for (int64_t i = 0; i < d; ++i) {
+          const float qi = qh[i];
+          const float* k = keys_t + i * ld + j0;
+#pragma omp simd
+          for (int64_t j = 0; j < kKeys; ++j) acc[j] += qi * k[j];
+        }
+        std::copy(acc, acc + kKeys, row + j0);
+      } else {
+        const int64_t width = keys - j0;
+        for (int64_t i = 0; i < d; ++i) {
+          const float qi = qh[i];
+          const float* k = keys_t + i * ld + j0;
+          for (int64_t j = 0; j < width; ++j) acc[j] += qi * k[j];
+        }
+        std::copy(acc, acc + width, row + j0);
+      }
+    }
+    std::fill(bias_by_dist, bias_by_dist + near, 0.0f);
+    const float* rh = r + h * dr;
+    for (int64_t e = 0; e < dr; ++e) {
+      const float re = rh[e];
+      const float* rel = rel_proj + e * extent;
+#pragma omp simd
+      for (int64_t dist = 0; dist < near; ++dist) bias_by_dist[dist] += re * rel[dist];
+    }
+    float best = -INFINITY;
+    for (int64_t j = 0; j < keys; ++j) {
+      const int64_t dist = keys - 1 - j;
+      const float score = tau * (row[j] * inv_d + (dist < near ? bias_by_dist[dist] : 0.0f));
+      row[j] = score;
+      best = std::max(best, score);
+    }
+    float total = 0.0f;
+    for (int64_t j = 0; j < keys; ++j) {
+      const float e = std::exp(row[j] - best);
+      row[j] = e;
+      total += e;
+    }
+    const float inv_total = 1.0f / total;
+    for (int64_t j = 0; j < keys; ++j) row[j] *= inv_total;
+  }
+  // out_h = sum_j p_hj v_j, 64 columns at a time with the partial sums in registers; each V
+  // row is converted once and serves every head of the group.
+  constexpr int64_t kColumns = 64;
+  for (int64_t c0 = 0; c0 < d; c0 += kColumns) {
+    const int64_t width = std::min(kColumns, d - c0);
+    for (int64_t h0 = 0; h0 < group; h0 += 4) {
+      const int64_t heads = std::min<int64_t>(4, group - h0);
+      float acc[4][kColumns] = {};
+      for (int64_t j = 0; j < keys; ++j) {
+        float v[kColumns];
+        if (kv.bf16) {
+          const auto* src = reinterpret_cast<const uint16_t*>(kv.value(lo + j)) + c0;
+#pragma omp simd
+          for (int64_t i = 0; i < kColumns; ++i) v[i] = i < width ? bf16_to_f32(src[i]) : 0.0f;
+        } else {
+          const auto* src = reinterpret_cast<const float*>(kv.value(lo + j)) + c0;
+#pragma omp simd
+          for (int64_t i = 0; i < kColumns; ++i) v[i] = i < width ? src[i] : 0.0f;
+        }
+        for (int64_t h = 0; h < heads; ++h) {
+          const float a = scores[(h0 + h) * keys + j];
+#pragma omp simd
+          for (int64_t i = 0; i < kColumns; ++i) acc[h][i] += a * v[i];
+        }
+      }
+      for (int64_t h = 0; h < heads; ++h) std::copy(acc[h], acc[h] + width, out + (h0 + h) * d + c0);
+    }
+  }
+}
+
+}  // namespace inkling
