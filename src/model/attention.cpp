@@ -8,6 +8,55 @@
 namespace inkling {
 namespace {
 
+// exp(row[j] - best) / sum, in place; best is the row's maximum.
+[[gnu::always_inline]] inline void softmax_in_place(float* row, int64_t n, float best) {
+  float total = 0.0f;
+  for (int64_t j = 0; j < n; ++j) {
+    const float e = std::exp(row[j] - best);
+    row[j] = e;
+    total += e;
+  }
+  const float inv_total = 1.0f / total;
+  for (int64_t j = 0; j < n; ++j) row[j] *= inv_total;
+}
+
+// out_h = sum_j p_hj v_(lo + j) for the `heads` (<= H) heads whose probabilities are rows of
+// `probs` ([heads, keys]); out rows are d apart. Column blocks are sized so the H partial sums
+// stay in registers across all keys, and each V row is converted once for every head.
+template <int H>
+[[gnu::always_inline]] inline void weighted_values(const float* probs, int64_t keys, int64_t heads, int64_t lo,
+                                                   int64_t d, const KvHeadView& kv, float* out) {
+  constexpr int64_t kColumns = H >= 8 ? 32 : H >= 4 ? 64 : 128;
+  for (int64_t c0 = 0; c0 < d; c0 += kColumns) {
+    const int64_t width = std::min(kColumns, d - c0);
+    float acc[H][kColumns] = {};
+    for (int64_t j = 0; j < keys; ++j) {
+      float v[kColumns];
+      if (kv.bf16) {
+        const auto* src = reinterpret_cast<const uint16_t*>(kv.value(lo + j)) + c0;
+        if (width == kColumns) {
+#pragma omp simd
+          for (int64_t i = 0; i < kColumns; ++i) v[i] = bf16_to_f32(src[i]);
+        } else {
+          for (int64_t i = 0; i < width; ++i) v[i] = bf16_to_f32(src[i]);
+        }
+      } else {
+        const auto* src = reinterpret_cast<const float*>(kv.value(lo + j)) + c0;
+        std::copy(src, src + width, v);
+      }
+      for (int64_t h = 0; h < heads; ++h) {
+        const float a = probs[h * keys + j];
+        if (width == kColumns) {
+#pragma omp simd
+          for (int64_t i = 0; i < kColumns; ++i) acc[h][i] += a * v[i];
+        } else {
+          for (int64_t i = 0; i < width; ++i) acc[h][i] += a * v[i];
+        }
+      }
+    }
+    for (int64_t h = 0; h < heads; ++h) std::copy(acc[h], acc[h] + width, out + h * d + c0);
+  }
+}
 
 // Attention of the `G` query heads that share one KV head, over keys lo..p: score = tau * (q.k / d +
 // bias(dist)), the bias read from the transposed rel_proj for dist < extent; softmax; out = sum
@@ -47,48 +96,8 @@ template <int G>
       best[h] = std::max(best[h], score);
     }
   }
-  for (int h = 0; h < G; ++h) {
-    float* row = scores + h * keys;
-    float total = 0.0f;
-    for (int64_t j = 0; j < keys; ++j) {
-      const float e = std::exp(row[j] - best[h]);
-      row[j] = e;
-      total += e;
-    }
-    const float inv_total = 1.0f / total;
-    for (int64_t j = 0; j < keys; ++j) row[j] *= inv_total;
-  }
-  // out_h = sum_j p_hj v_j in column blocks whose G partial sums stay in registers across all keys.
-  constexpr int64_t kColumns = G >= 8 ? 32 : G >= 4 ? 64 : 128;
-  for (int64_t c0 = 0; c0 < d; c0 += kColumns) {
-    const int64_t width = std::min(kColumns, d - c0);
-    float acc[G][kColumns] = {};
-    for (int64_t j = 0; j < keys; ++j) {
-      float v[kColumns];
-      if (kv.bf16) {
-        const auto* src = reinterpret_cast<const uint16_t*>(kv.value(lo + j)) + c0;
-        if (width == kColumns) {
-#pragma omp simd
-          for (int64_t i = 0; i < kColumns; ++i) v[i] = bf16_to_f32(src[i]);
-        } else {
-          for (int64_t i = 0; i < width; ++i) v[i] = bf16_to_f32(src[i]);
-        }
-      } else {
-        const auto* src = reinterpret_cast<const float*>(kv.value(lo + j)) + c0;
-        std::copy(src, src + width, v);
-      }
-      for (int h = 0; h < G; ++h) {
-        const float a = scores[h * keys + j];
-        if (width == kColumns) {
-#pragma omp simd
-          for (int64_t i = 0; i < kColumns; ++i) acc[h][i] += a * v[i];
-        } else {
-          for (int64_t i = 0; i < width; ++i) acc[h][i] += a * v[i];
-        }
-      }
-    }
-    for (int h = 0; h < G; ++h) std::copy(acc[h], acc[h] + width, out + h * d + c0);
-  }
+  for (int h = 0; h < G; ++h) softmax_in_place(scores + h * keys, keys, best[h]);
+  weighted_values<G>(scores, keys, G, lo, d, kv, out);
 }
 
 }  // namespace
@@ -162,43 +171,10 @@ void attend_kv_group_transposed(int64_t group, const float* q, const float* r, c
       row[j] = score;
       best = std::max(best, score);
     }
-    float total = 0.0f;
-    for (int64_t j = 0; j < keys; ++j) {
-      const float e = std::exp(row[j] - best);
-      row[j] = e;
-      total += e;
-    }
-    const float inv_total = 1.0f / total;
-    for (int64_t j = 0; j < keys; ++j) row[j] *= inv_total;
+    softmax_in_place(row, keys, best);
   }
-  // out_h = sum_j p_hj v_j, 64 columns at a time with the partial sums in registers; each V
-  // row is converted once and serves every head of the group.
-  constexpr int64_t kColumns = 64;
-  for (int64_t c0 = 0; c0 < d; c0 += kColumns) {
-    const int64_t width = std::min(kColumns, d - c0);
-    for (int64_t h0 = 0; h0 < group; h0 += 4) {
-      const int64_t heads = std::min<int64_t>(4, group - h0);
-      float acc[4][kColumns] = {};
-      for (int64_t j = 0; j < keys; ++j) {
-        float v[kColumns];
-        if (kv.bf16) {
-          const auto* src = reinterpret_cast<const uint16_t*>(kv.value(lo + j)) + c0;
-#pragma omp simd
-          for (int64_t i = 0; i < kColumns; ++i) v[i] = i < width ? bf16_to_f32(src[i]) : 0.0f;
-        } else {
-          const auto* src = reinterpret_cast<const float*>(kv.value(lo + j)) + c0;
-#pragma omp simd
-          for (int64_t i = 0; i < kColumns; ++i) v[i] = i < width ? src[i] : 0.0f;
-        }
-        for (int64_t h = 0; h < heads; ++h) {
-          const float a = scores[(h0 + h) * keys + j];
-#pragma omp simd
-          for (int64_t i = 0; i < kColumns; ++i) acc[h][i] += a * v[i];
-        }
-      }
-      for (int64_t h = 0; h < heads; ++h) std::copy(acc[h], acc[h] + width, out + (h0 + h) * d + c0);
-    }
-  }
+  for (int64_t h0 = 0; h0 < group; h0 += 4)
+    weighted_values<4>(scores + h0 * keys, keys, std::min<int64_t>(4, group - h0), lo, d, kv, out + h0 * d);
 }
 
 }  // namespace inkling
