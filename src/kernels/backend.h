@@ -27,10 +27,12 @@ struct PreparedX {
   // the lane's 8 columns (~0.2% RMS error per element). Per 128 columns (a "chunk"):
   //   x_q8: 128 bytes: q of the even columns, then of the odd ones (byte b of each half is
   //         column 2 b or 2 b + 1, so 32-bit lane l covers columns 8 l .. 8 l + 7);
-  //   x_q8_scale: 16 floats, lane l's scale; x_q8_sum: 16 ints, the sum of q over lane l.
+  //   x_q8_scale: 16 floats, lane l's scale;
+  //   x_q8_nvfp4_offset: 16 ints, -12 * (sum of q over lane l): the NVFP4 kernel's weights are
+  //         biased by +12 (vpdpbusd multiplies unsigned bytes), and its integer dots start here.
   const int8_t* x_q8 = nullptr;
   const float* x_q8_scale = nullptr;
-  const int32_t* x_q8_sum = nullptr;
+  const int32_t* x_q8_nvfp4_offset = nullptr;
   // bf16 weights in fast precision on CPUs with AVX512_BF16: x rounded to bf16, zero padded to
   // bf16_ldx(cols), for vdpbf16ps (llama.cpp's BF16 decode does the same).
   const uint16_t* x_bf16 = nullptr;
@@ -65,6 +67,7 @@ const Backend& backend_for(Isa isa);
 // CPU probes for the optional AVX-512 extensions (isa.cpp).
 bool cpu_has_avx512_bf16();
 bool cpu_has_avx512_vnni();
+bool cpu_has_avx512_vbmi();
 
 // The 4-bit matvec shapes linear_avx512vnni.cpp handles: NVFP4 or affine 4-bit with a group
 // that divides 128 into whole 8-column lanes, cols a multiple of 128.
@@ -76,9 +79,13 @@ inline bool vnni_matvec_shape(const WeightMatrix& w) {
 }
 
 // linear_avx512vnni.cpp (AVX-512 + VNNI; call only when cpu_has_avx512_vnni()): the matvec of
-// a vnni_matvec_shape matrix with x given as x_q8 (+ group_sums_q8 for affine).
+// a vnni_matvec_shape matrix with x given as x_q8 (+ group_sums_q8 for affine). Where the CPU
+// has AVX512_VBMI, nibbles are decoded with vpermb unless set_vnni_vbmi(false) (tests force
+// both variants; they give bit-identical results).
 void vnni_matvec_rows(const WeightMatrix& w, const PreparedX& x, int64_t row_begin,
                       int64_t row_end, float* y);
+void set_vnni_vbmi(bool enabled);
+bool vnni_vbmi();
 
 // linear_avx512bf16.cpp (AVX-512 + BF16; call only when cpu_has_avx512_bf16()): the
 // Bf16Activations prefill. X [n, cols] f32 -> bf16 bits [n, ldx] (ldx = bf16_ldx(cols), zero

@@ -87,6 +87,10 @@ bool cpu_has_avx512_vnni() {
   static const bool has = __builtin_cpu_supports("avx512vnni");
   return has;
 }
+bool cpu_has_avx512_vbmi() {
+  static const bool has = __builtin_cpu_supports("avx512vbmi");
+  return has;
+}
 }  // namespace detail
 
 }  // namespace inkling::kernels

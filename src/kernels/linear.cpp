@@ -93,7 +93,7 @@ struct PrepareCache {
   std::vector<float> x_split, x_nibble_lanes, group_sums;
   std::vector<int8_t> x_q8;
   std::vector<float> x_q8_scale, x_hat, group_sums_q8;
-  std::vector<int32_t> x_q8_sum;
+  std::vector<int32_t> x_q8_nvfp4_offset;
   bool has_bf16 = false;
   std::vector<uint16_t> x_bf16;
 };
@@ -104,7 +104,7 @@ bool quantize_q8(const float* x, int64_t cols, PrepareCache& cache) {
   const int64_t chunks = cols / 128;
   cache.x_q8.resize(size_t(chunks * 128));
   cache.x_q8_scale.resize(size_t(chunks * 16));
-  cache.x_q8_sum.resize(size_t(chunks * 16));
+  cache.x_q8_nvfp4_offset.resize(size_t(chunks * 16));
   cache.x_hat.resize(size_t(cols));
   for (int64_t ch = 0; ch < chunks; ++ch) {
     int8_t* q = cache.x_q8.data() + 128 * ch;
@@ -123,7 +123,7 @@ bool quantize_q8(const float* x, int64_t cols, PrepareCache& cache) {
         cache.x_hat[size_t(c0 + j)] = scale * level;
       }
       cache.x_q8_scale[size_t(16 * ch + lane)] = scale;
-      cache.x_q8_sum[size_t(16 * ch + lane)] = sum;
+      cache.x_q8_nvfp4_offset[size_t(16 * ch + lane)] = -12 * sum;
     }
   }
   return true;
@@ -171,7 +171,7 @@ PreparedX prepare(const WeightMatrix& w, const float* x, const Backend& backend,
     if (cache.q8_ok) {
       prepared.x_q8 = cache.x_q8.data();
       prepared.x_q8_scale = cache.x_q8_scale.data();
-      prepared.x_q8_sum = cache.x_q8_sum.data();
+      prepared.x_q8_nvfp4_offset = cache.x_q8_nvfp4_offset.data();
       if (w.format == WeightFormat::Affine) {
         if (cache.q8_sums_group != w.group_size) {
           group_sums_of(cache.x_hat.data(), cols, w.group_size, cache.group_sums_q8);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "kernel_test_util.h"
+#include "kernels/backend.h"
 #include "kernels/linear.h"
 #include "tensor/error.h"
 
@@ -259,6 +260,49 @@ TEST(LinearPrecision, VnniMatvecAccuracyAtScale) {
       EXPECT_LT(rms_error_over(got, want, rms_error_over(zero, want, 1.0)), kVnniRmsTolerance);
     }
   }
+}
+
+// The two VNNI nibble decoders (vpermb where the CPU has AVX512_VBMI; AND / shift / vpshufb
+// otherwise) feed the same integers to the same float operations: bit-identical outputs, both
+// within the VNNI bounds, for every group size the VNNI path takes.
+TEST(LinearPrecision, VnniVariantsAgreeBitwise) {
+  if (!kernels::isa_supported(Isa::Avx512) || !kernels::detail::cpu_has_avx512_vnni())
+    GTEST_SKIP() << "this CPU has no AVX512_VNNI";
+  IsaGuard guard;
+  PrecisionGuard fast(kernels::MatmulPrecision::Bf16Activations);
+  const bool saved_vbmi = kernels::detail::vnni_vbmi();
+  kernels::set_isa(Isa::Avx512);
+  std::mt19937 rng(99);
+  std::vector<FormatSpec> specs = {{WeightFormat::NvFp4, 4, 16, DType::F8_E4M3}};
+  for (int group : {8, 16, 32, 64, 128}) specs.push_back({WeightFormat::Affine, 4, group, DType::BF16});
+  specs.push_back({WeightFormat::Affine, 4, 64, DType::F16});
+  for (const FormatSpec& spec : specs) {
+    for (int64_t cols : {128, 384, 2176}) {  // 2176: a partial block of 16 scales for g >= 16
+      SCOPED_TRACE(spec.name() + " cols=" + std::to_string(cols));
+      TestMatrix matrix(spec, 37, cols, 2, rng);
+      const WeightMatrix w = matrix.view(1);
+      ASSERT_TRUE(kernels::detail::vnni_matvec_shape(w));
+      std::vector<float> x = random_vector(cols, rng);
+      std::vector<double> want = reference_matmul(w, x.data(), 1);
+      std::vector<float> zero(want.size(), 0.0f);
+      const double output_rms = rms_error_over(zero, want, 1.0);
+      std::vector<std::vector<float>> outputs;
+      for (bool vbmi : {false, true}) {
+        if (vbmi && !kernels::detail::cpu_has_avx512_vbmi()) continue;
+        kernels::detail::set_vnni_vbmi(vbmi);
+        ASSERT_EQ(kernels::detail::vnni_vbmi(), vbmi);
+        std::vector<float> got(size_t(w.rows), NAN);
+        kernels::matvec(w, x.data(), got.data());
+        EXPECT_LT(relative_error(got, want), kVnniTolerance) << "vbmi=" << vbmi;
+        EXPECT_LT(rms_error_over(got, want, output_rms), kVnniRmsTolerance) << "vbmi=" << vbmi;
+        outputs.push_back(std::move(got));
+      }
+      for (size_t i = 1; i < outputs.size(); ++i)
+        for (size_t r = 0; r < outputs[0].size(); ++r)
+          ASSERT_EQ(outputs[0][r], outputs[i][r]) << "row " << r;
+    }
+  }
+  kernels::detail::set_vnni_vbmi(saved_vbmi);
 }
 
 // The batched decode entry points against the reference, with products large enough to be

@@ -1,0 +1,180 @@
+// Internal: the 4-bit VNNI matvec rows, shared by linear_avx512vnni.cpp (nibbles decoded with
+// AND / shift / vpshufb) and linear_avx512vbmi.cpp (vpermb). Included inside an anonymous
+// namespace after simd_common.h and simd_avx512.h, like them.
+//
+// The f32 decode of 4-bit codes costs ~3 instructions per 16 codes and caps a core at ~12 GB/s.
+// Here x is pre-quantized to int8 per 8 columns (backend.h), and a 64-byte load of 128 codes
+// becomes two byte vectors that vpdpbusd multiplies with x directly. 32-bit lane l of the
+// accumulator holds columns 8 l .. 8 l + 7, which lie in one affine group (group_size % 8 == 0)
+// or NVFP4 block, so each 128 columns end with one int -> float conversion and one FMA by
+// (weight scale of the lane) * (x scale of the lane).
+//
+// Zen 4 runs two 512-bit vector ops per cycle, and at ~11 per 64 bytes of codes a core decoded
+// ~22 GB/s: below what two cores stream when the host is quiet. So every vector op per 64 bytes
+// counts. What is done per 64 bytes:
+//   affine: vpermb (or shift + AND), AND, 2 x vpdpbusd, cvt, permps, mul, FMA      (8, VBMI: 8)
+//   NVFP4:  2 x vpermb (or 3 AND / shift + 2 x vpshufb), 2 x vpdpbusd, cvt, permps, mul, FMA
+// The lane -> scale indices are compile-time constants (the loops over one block of 16 scales
+// are unrolled), and NVFP4's +12 weight bias is removed by starting the integer dot at
+// x_q8_nvfp4_offset rather than by a subtraction.
+//
+// Affine: W . x = sum_g scale_g * (codes_g . x^_g) + bias_g * sum(x^_g), with x^ the quantized x
+// throughout, so the result is exactly W . x^ (no cancellation error from the bias split). Both
+// nibbles enter the integer dot as 16 * code (the high one in place, byte & 0xF0), and the exact
+// factor 1/16 goes into the scales.
+// NVFP4: vpdpbusd needs unsigned weights: the nibble is looked up as 2 * fp4 + 12 in [0, 24].
+
+// One row at a time: each thread then reads a single stream strictly in order, which the
+// prefetchers follow best. Cold (decode) matvecs stream 1.4-1.9x faster than with 4-row blocks
+// (bench_kernels matvec/q4g64/expert_1024x2048: 12.0 -> 22.6 GB/s).
+// Software prefetch 2 KiB ahead in the code stream, and the scales (and biases) of the row two
+// ahead: the hardware prefetchers restart at every 4 KiB page and at every expert matrix, and
+// decode is a sequence of short streams (A/B, 8 alternating runs: expert matvec +10%, 2048 x 8192
+// +5%; 4 KiB ahead measured the same).
+constexpr int64_t kPrefetchBytes = 2048;
+constexpr int64_t kPrefetchRows = 2;
+
+struct ChunkX {
+  __m512i even, odd;
+  __m512 scale;
+};
+
+inline ChunkX load_chunk_x(const PreparedX& px, int64_t ch) {
+  const int8_t* q = px.x_q8 + 128 * ch;
+  return {_mm512_loadu_si512(q), _mm512_loadu_si512(q + 64), _mm512_loadu_ps(px.x_q8_scale + 16 * ch)};
+}
+
+// 16 * (low nibble) of every byte of v.
+template <bool kVbmi>
+inline __m512i low_nibbles_x16(__m512i v) {
+  if constexpr (kVbmi) {
+    // vpermb reads the low 6 bits of each byte: a table that repeats every 16 entries sees only
+    // the low nibble.
+    const __m512i table = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(0, 16, 32, 48, 64, 80, 96, 112, -128, -112, -96, -80, -64, -48, -32, -16));
+    return _mm512_permutexvar_epi8(v, table);
+  } else {
+    return _mm512_and_si512(_mm512_slli_epi16(v, 4), _mm512_set1_epi8(char(0xF0)));
+  }
+}
+
+// kGroup: the affine group size, 8 .. 128 (vnni_matvec_shape).
+template <bool kVbmi, int kGroup>
+float affine4_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
+  constexpr int kGroupsPerChunk = 128 / kGroup;
+  constexpr int kChunksPerBlock = 16 / kGroupsPerChunk;  // chunks sharing one vector of 16 scales
+  constexpr int kLaneShift = __builtin_ctz(unsigned(kGroup));
+  const uint8_t* codes = w.data + r * w.row_stride;
+  const uint8_t* scales = w.scales + r * w.scales_row_stride;
+  const uint8_t* biases = w.biases + r * w.biases_row_stride;
+  __m512 acc = _mm512_setzero_ps();
+  const __m512i high_nibbles = _mm512_set1_epi8(char(0xF0));
+  const __m512i lane_column =
+      _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120);
+  const int64_t chunks = w.cols / 128, groups = w.cols / kGroup;
+  _mm_prefetch(reinterpret_cast<const char*>(scales + kPrefetchRows * w.scales_row_stride), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(biases + kPrefetchRows * w.biases_row_stride), _MM_HINT_T0);
+  for (int64_t first_chunk = 0; first_chunk < chunks; first_chunk += kChunksPerBlock) {
+    const int64_t first_group = first_chunk * kGroupsPerChunk, left = groups - first_group;
+    const __mmask16 mask = left >= 16 ? __mmask16(0xffff) : tail_mask(left);
+    // The codes carry a factor 16 (see above).
+    const __m512 scale_block = _mm512_mul_ps(load_params16(scales, w.scale_dtype, first_group, mask),
+                                             _mm512_set1_ps(1.0f / 16.0f));
+#pragma GCC unroll 16
+    for (int c = 0; c < kChunksPerBlock; ++c) {
+      const int64_t ch = first_chunk + c;
+      if (ch >= chunks) break;
+      _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kPrefetchBytes), _MM_HINT_T0);
+      const ChunkX x = load_chunk_x(px, ch);
+      // Lane l of chunk c belongs to group c * kGroupsPerChunk + 8 l / kGroup of the block.
+      const __m512i lane_scale = _mm512_add_epi32(_mm512_srli_epi32(lane_column, kLaneShift),
+                                                  _mm512_set1_epi32(c * kGroupsPerChunk));
+      const __m512i v = _mm512_loadu_si512(codes + 64 * ch);
+      const __m512i dots = _mm512_dpbusd_epi32(
+          _mm512_dpbusd_epi32(_mm512_setzero_si512(), low_nibbles_x16<kVbmi>(v), x.even),
+          _mm512_and_si512(v, high_nibbles), x.odd);
+      const __m512 lane_scales = _mm512_mul_ps(_mm512_permutexvar_ps(lane_scale, scale_block), x.scale);
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), lane_scales, acc);
+    }
+  }
+  // The bias term goes into the same accumulator: one horizontal sum per row, not two.
+  for (int64_t g = 0; g < groups; g += 16) {
+    const __mmask16 mask = groups - g >= 16 ? __mmask16(0xffff) : tail_mask(groups - g);
+    acc = _mm512_fmadd_ps(load_params16(biases, w.scale_dtype, g, mask),
+                          _mm512_maskz_loadu_ps(mask, px.group_sums_q8 + g), acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+// 2 * fp4 + 12 for each E2M1 code at byte index & 15 (vpermb: the table repeats every 16
+// entries; vpshufb: per 128-bit lane, and the index must be masked to 4 bits first).
+inline __m512i nvfp4_biased_table() {
+  return _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+}
+
+template <bool kVbmi>
+inline __m512i nvfp4_lookup(__m512i indices, __m512i table) {
+  if constexpr (kVbmi) {
+    return _mm512_permutexvar_epi8(indices, table);
+  } else {
+    return _mm512_shuffle_epi8(table, _mm512_and_si512(indices, _mm512_set1_epi8(15)));
+  }
+}
+
+template <bool kVbmi>
+float nvfp4_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
+  const uint8_t* codes = w.data + r * w.row_stride;
+  const uint8_t* scales = w.scales + r * w.scales_row_stride;
+  __m512 acc = _mm512_setzero_ps();
+  const __m512i table = nvfp4_biased_table();
+  const int64_t chunks = w.cols / 128;
+  _mm_prefetch(reinterpret_cast<const char*>(scales + kPrefetchRows * w.scales_row_stride), _MM_HINT_T0);
+  // One vector of 16 block scales covers two chunks (8 blocks of 16 columns each).
+  for (int64_t first_chunk = 0; first_chunk < chunks; first_chunk += 2) {
+    const __mmask16 mask = first_chunk + 1 < chunks ? __mmask16(0xffff) : __mmask16(0xff);
+    const __m512 block_scales = e4m3x16_to_f32(scales + 8 * first_chunk, mask);
+#pragma GCC unroll 2
+    for (int c = 0; c < 2; ++c) {
+      const int64_t ch = first_chunk + c;
+      if (ch >= chunks) break;
+      _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kPrefetchBytes), _MM_HINT_T0);
+      const ChunkX x = load_chunk_x(px, ch);
+      // Lane l covers columns 8 l .. 8 l + 7: block l / 2 of this chunk.
+      const __m512i spread = _mm512_add_epi32(
+          _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), _mm512_set1_epi32(8 * c));
+      const __m512i v = _mm512_loadu_si512(codes + 64 * ch);
+      const __m512i low = nvfp4_lookup<kVbmi>(v, table);
+      const __m512i high = nvfp4_lookup<kVbmi>(_mm512_srli_epi16(v, 4), table);
+      // Starting at -12 * sum(q) takes the +12 of the weights back out.
+      const __m512i dots = _mm512_dpbusd_epi32(
+          _mm512_dpbusd_epi32(_mm512_loadu_si512(px.x_q8_nvfp4_offset + 16 * ch), low, x.even), high,
+          x.odd);
+      const __m512 lane_scales = _mm512_mul_ps(_mm512_permutexvar_ps(spread, block_scales), x.scale);
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), lane_scales, acc);
+    }
+  }
+  // The table held 2 * fp4.
+  return _mm512_reduce_add_ps(acc) * (0.5f * w.global_scale);
+}
+
+template <bool kVbmi, int kGroup>
+void affine4_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end,
+                  float* y) {
+  for (int64_t r = row_begin; r < row_end; ++r) y[r - row_begin] = affine4_row<kVbmi, kGroup>(w, r, px);
+}
+
+template <bool kVbmi>
+void vnni_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end,
+               float* y) {
+  if (w.format == WeightFormat::NvFp4) {
+    for (int64_t r = row_begin; r < row_end; ++r) y[r - row_begin] = nvfp4_row<kVbmi>(w, r, px);
+    return;
+  }
+  switch (w.group_size) {
+    case 8: return affine4_rows<kVbmi, 8>(w, px, row_begin, row_end, y);
+    case 16: return affine4_rows<kVbmi, 16>(w, px, row_begin, row_end, y);
+    case 32: return affine4_rows<kVbmi, 32>(w, px, row_begin, row_end, y);
+    case 64: return affine4_rows<kVbmi, 64>(w, px, row_begin, row_end, y);
+    default: return affine4_rows<kVbmi, 128>(w, px, row_begin, row_end, y);  // vnni_matvec_shape
+  }
+}
