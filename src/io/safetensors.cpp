@@ -379,6 +379,36 @@ std::optional<TensorView> SafetensorsFile::find(std::string_view name) const {
   return view;
 }
 
+void SafetensorsFile::read_tensor(std::string_view name, uint64_t begin, uint64_t count, uint8_t* out) const {
+  const TensorView view = get(name);
+  if (begin > view.nbytes || count > view.nbytes - begin) {
+    fail_tensor(path_.string(), std::string(name), "read of bytes [" + std::to_string(begin) + ", +" +
+                                                       std::to_string(count) + ") past its " +
+                                                       std::to_string(view.nbytes) + " bytes");
+  }
+  if (!is_mmap_) {
+    if (count) std::memcpy(out, view.data + begin, count);
+    return;
+  }
+  const std::string label = path_.string();
+  int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail_file(label, std::string("cannot open to read tensor ") + in_quotes(name) + ": " + std::strerror(errno));
+  const uint64_t offset = uint64_t(view.data - base_) + begin;
+  uint64_t done = 0;
+  while (done < count) {
+    ssize_t got = ::pread(fd, out + done, count - done, off_t(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      const std::string why = got < 0 ? std::strerror(errno) : "the file ended early (truncated since it was opened?)";
+      ::close(fd);
+      fail_tensor(label, std::string(name), "cannot read " + std::to_string(count) + " bytes at file offset " +
+                                                std::to_string(offset) + ": " + why);
+    }
+    done += uint64_t(got);
+  }
+  ::close(fd);
+}
+
 TensorView SafetensorsFile::get(std::string_view name) const {
   std::optional<TensorView> view = find(name);
   if (!view) fail_file(path_.string(), "no tensor " + in_quotes(name) + " in this file");

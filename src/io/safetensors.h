@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "io/resident_memory.h"
 #include "tensor/error.h"
 #include "tensor/tensor_view.h"
 
@@ -53,6 +54,9 @@ class SafetensorsFile {
   TensorView get(std::string_view name) const;
   std::optional<TensorView> find(std::string_view name) const;
   uint64_t file_bytes() const { return mapped_bytes_; }
+  // Copies bytes [begin, begin + count) of tensor `name` to `out`. A mapped file is read with
+  // pread, not through the mapping, so its pages never count toward this process's RSS.
+  void read_tensor(std::string_view name, uint64_t begin, uint64_t count, uint8_t* out) const;
 
  private:
   SafetensorsFile() = default;
@@ -83,10 +87,23 @@ class TensorStore {
   const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
   uint64_t total_file_bytes() const;
 
+  // Copies the named tensors out of their files into one ResidentArena (resident_memory.h:
+  // anonymous memory advised for transparent huge pages), in file order; get() and find() then
+  // return the copies. `progress(done_bytes, total_bytes)` runs after each tensor. Once per store
+  // (a later call may only name tensors already resident); unknown names throw. Returns the bytes
+  // copied.
+  uint64_t make_resident(const std::vector<std::string>& names,
+                         const std::function<void(uint64_t, uint64_t)>& progress = {});
+  uint64_t resident_bytes() const;
+  // Of those, the bytes the kernel backs with huge pages right now.
+  uint64_t resident_huge_page_bytes() const;
+
  private:
   std::filesystem::path dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, size_t, std::less<>> tensor_file_;  // name -> index into files_
+  std::unique_ptr<ResidentArena> arena_;
+  std::map<std::string, const uint8_t*, std::less<>> resident_;  // name -> its copy in arena_
 };
 
 // ---- writing ----

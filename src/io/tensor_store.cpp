@@ -1,5 +1,9 @@
 // A checkpoint directory: one model.safetensors, index-listed shards, or loose .safetensors files.
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -164,8 +168,87 @@ bool TensorStore::contains(std::string_view name) const {
 std::optional<TensorView> TensorStore::find(std::string_view name) const {
   auto it = tensor_file_.find(name);
   if (it == tensor_file_.end()) return std::nullopt;
-  return files_[it->second]->find(name);
+  std::optional<TensorView> view = files_[it->second]->find(name);
+  if (auto copy = resident_.find(name); copy != resident_.end()) view->data = copy->second;
+  return view;
 }
+
+uint64_t TensorStore::make_resident(const std::vector<std::string>& names,
+                                    const std::function<void(uint64_t, uint64_t)>& progress) {
+  struct Pending {
+    size_t file;
+    const uint8_t* at;  // position in the file, for reading in order
+    std::string name;
+    uint64_t bytes;
+    uint8_t* copy = nullptr;
+  };
+  std::vector<Pending> pending;
+  std::set<std::string_view> seen;
+  uint64_t total = 0, capacity = 0;
+  for (const std::string& name : names) {
+    if (resident_.count(name) || !seen.insert(name).second) continue;
+    auto it = tensor_file_.find(name);
+    if (it == tensor_file_.end()) throw Error("no tensor " + in_quotes(name) + " in checkpoint " + dir_.string());
+    const TensorView view = files_[it->second]->get(name);
+    pending.push_back({it->second, view.data, name, view.nbytes});
+    total += view.nbytes;
+    capacity += (view.nbytes + 63) / 64 * 64;  // ResidentArena aligns every tensor to 64 bytes
+  }
+  std::sort(pending.begin(), pending.end(),
+            [](const Pending& a, const Pending& b) { return a.file != b.file ? a.file < b.file : a.at < b.at; });
+  if (pending.empty()) return 0;
+  if (arena_) throw Error("make_resident: the tensors of " + dir_.string() + " were already copied once");
+  auto arena = std::make_unique<ResidentArena>(capacity);
+  for (Pending& item : pending) item.copy = arena->allocate(item.bytes);
+
+  // Pieces of at most 64 MiB, read by several threads: most of the time goes into the kernel
+  // zeroing the fresh pages (under a hypervisor, into the host backing them), which one thread
+  // leaves idle on the other cores.
+  constexpr uint64_t kPiece = uint64_t(64) << 20;
+  struct Piece {
+    const Pending* item;
+    uint64_t begin, count;
+  };
+  std::vector<Piece> pieces;
+  for (const Pending& item : pending)
+    for (uint64_t begin = 0; begin < item.bytes || (begin == 0 && item.bytes == 0); begin += kPiece)
+      pieces.push_back({&item, begin, std::min(kPiece, item.bytes - begin)});
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex mutex;  // guards done, error and the progress callback
+  uint64_t done = 0;
+  std::exception_ptr error;
+  auto worker = [&] {
+    for (size_t i = next++; i < pieces.size() && !failed; i = next++) {
+      const Piece& piece = pieces[i];
+      try {
+        files_[piece.item->file]->read_tensor(piece.item->name, piece.begin, piece.count,
+                                              piece.item->copy + piece.begin);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!error) error = std::current_exception();
+        failed = true;
+        return;
+      }
+      std::lock_guard<std::mutex> lock(mutex);
+      done += piece.count;
+      if (progress) progress(done, total);
+    }
+  };
+  const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+  std::vector<std::thread> helpers;
+  for (unsigned t = 1; t < threads; ++t) helpers.emplace_back(worker);
+  worker();
+  for (std::thread& helper : helpers) helper.join();
+  if (error) std::rethrow_exception(error);
+  for (const Pending& item : pending) resident_.emplace(item.name, item.copy);
+  arena_ = std::move(arena);
+  return done;
+}
+
+uint64_t TensorStore::resident_bytes() const { return arena_ ? arena_->used() : 0; }
+
+uint64_t TensorStore::resident_huge_page_bytes() const { return arena_ ? arena_->huge_page_bytes() : 0; }
 
 TensorView TensorStore::get(std::string_view name) const {
   std::optional<TensorView> view = find(name);

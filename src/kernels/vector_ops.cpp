@@ -1,5 +1,7 @@
 #include "kernels/vector_ops.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -58,8 +60,14 @@ void rmsnorm(const float* x, WeightVector weight, float eps, int64_t n, float* o
 double measure_read_bandwidth_gbs(size_t bytes, int threads) {
   const size_t words = bytes / sizeof(uint64_t);
   if (words == 0) return 0.0;
-  auto* buffer = static_cast<uint64_t*>(std::aligned_alloc(64, (words * 8 + 63) / 64 * 64));
-  if (!buffer) throw Error("measure_read_bandwidth_gbs: out of memory");
+  // The buffer is advised for transparent huge pages, as the weights are by default
+  // (io/resident_memory.h): the probe measures what the machine can stream, not its TLB.
+  constexpr size_t kHugePage = size_t(2) << 20;
+  const size_t mapped = (words * 8 + kHugePage - 1) / kHugePage * kHugePage + kHugePage;
+  void* mapping = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapping == MAP_FAILED) throw Error("measure_read_bandwidth_gbs: out of memory");
+  auto* buffer = reinterpret_cast<uint64_t*>((reinterpret_cast<uintptr_t>(mapping) + kHugePage - 1) & ~uintptr_t(kHugePage - 1));
+  ::madvise(buffer, mapped - kHugePage, MADV_HUGEPAGE);
   // First touch from the reading threads so pages land near them.
   parallel_run(threads, [&](int thread, int count) {
     for (size_t i = words * thread / count; i < words * (thread + 1) / count; ++i) buffer[i] = i;
@@ -85,7 +93,7 @@ double measure_read_bandwidth_gbs(size_t bytes, int threads) {
   }
   std::sort(rates.begin(), rates.end());
   double best = rates[rates.size() / 2];
-  std::free(buffer);
+  ::munmap(mapping, mapped);
   if (checksum == 42) return -1.0;  // keeps the sums observable
   return best;
 }

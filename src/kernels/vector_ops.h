@@ -22,7 +22,8 @@ void axpy_f32(float a, const float* x, float* y, int64_t n);
 void rmsnorm(const float* x, WeightVector weight, float eps, int64_t n, float* out);
 
 // Machine measurements for `inkling bench` and the kernel benchmarks.
-// Streaming read of a `bytes` buffer with `threads` threads; best of a few passes, in GB/s.
+// Streaming read of a `bytes` buffer (advised for transparent huge pages) with `threads` threads;
+// the median of 7 passes, in GB/s.
 double measure_read_bandwidth_gbs(size_t bytes, int threads);
 // Independent FMA chains on the active ISA, in GFLOP/s (2 flops per FMA lane).
 double measure_fma_peak_gflops(int threads);

@@ -311,7 +311,7 @@ void WeightBinder::bind_all() {
   }
 }
 
-std::unique_ptr<Checkpoint> Checkpoint::open(const std::filesystem::path& dir) {
+std::unique_ptr<Checkpoint> Checkpoint::open(const std::filesystem::path& dir, const CheckpointOptions& options) {
   if (!std::filesystem::is_directory(dir)) throw Error(dir.string() + " is not a directory");
   auto ckpt = std::make_unique<Checkpoint>();
   ckpt->dir_ = dir;
@@ -320,6 +320,17 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::filesystem::path& dir) {
   SanitizeResult names = sanitize_names(ckpt->store_.names());
   ckpt->skipped_ = names.dropped;
   for (const std::string& key : names.unknown) ckpt->warnings_.push_back("unrecognised tensor ignored: " + key);
+  if (options.memory == WeightMemory::HugePages) {
+    std::vector<std::string> used;
+    used.reserve(names.tensors.size());
+    for (const auto& [canonical, entry] : names.tensors) {
+      // The embedding is gathered a row per token, never streamed: it stays in the mapping
+      // (the head is a separate tensor in every layout).
+      if (canonical.rfind("model.embed_tokens.", 0) == 0) continue;
+      used.push_back(entry.source);
+    }
+    ckpt->store_.make_resident(used, options.progress);
+  }
 
   // Layout: the quantization config first, then what the tensors say.
   const QuantizationConfig& quant = ckpt->config_.quantization;

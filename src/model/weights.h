@@ -1,5 +1,6 @@
-// Inkling weights bound in place: every matrix is a zero-copy view into the mmap'd checkpoint,
-// in its stored format. The seed's sanitize rules become views rather than copies:
+// Inkling weights bound in place: every matrix is a view into the checkpoint's bytes in their
+// stored format: the mmap'd files, or with WeightMemory::HugePages one copy of the tensors the
+// text model uses, in memory backed by huge pages (io/resident_memory.h). The seed's sanitize rules become views rather than copies:
 //   - w13 row interleave: gate = even rows, up = odd rows (same pointer, doubled row stride);
 //   - shared experts: one GatedExpert per shared expert (the dense concatenation of the seed is
 //     the same sum computed expert by expert);
@@ -8,6 +9,7 @@
 //     of the seed multiply out to exactly this).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -74,12 +76,26 @@ struct BindingRecord {
   WeightFormat format = WeightFormat::F32;
 };
 
+// Where the bound weights live.
+enum class WeightMemory {
+  Mapped,     // in the files' mappings: zero-copy, paged in lazily on first use
+  HugePages,  // copied at open into anonymous memory advised for transparent huge pages
+};
+
+struct CheckpointOptions {
+  WeightMemory memory = WeightMemory::Mapped;
+  // HugePages: (bytes copied, bytes to copy) after each tensor.
+  std::function<void(uint64_t, uint64_t)> progress;
+};
+
 // An opened, validated checkpoint directory with its weights bound in place.
 class Checkpoint {
  public:
-  // Opens DIR: config.json, the safetensors (mmap), layout detection and binding.
-  // Throws inkling::Error naming the problem (missing tensor, wrong shape or dtype, ...).
-  static std::unique_ptr<Checkpoint> open(const std::filesystem::path& dir);
+  // Opens DIR: config.json, the safetensors (mmap), layout detection and binding. With
+  // WeightMemory::HugePages, the tensors the text model uses (not the vision, audio or MTP ones)
+  // are copied first. Throws inkling::Error naming the problem (missing tensor, wrong shape or
+  // dtype, unreadable file, ...).
+  static std::unique_ptr<Checkpoint> open(const std::filesystem::path& dir, const CheckpointOptions& options = {});
 
   const std::filesystem::path& dir() const { return dir_; }
   const ModelConfig& config() const { return config_; }

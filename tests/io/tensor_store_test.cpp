@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/resident_memory.h"
 #include "io/safetensors.h"
 #include "safetensors_test_util.h"
 
@@ -168,6 +169,76 @@ TEST_F(TensorStoreTest, EmptyOrMissingDirectory) {
   write_text(dir_ / "config.json", "{}");
   expect_error([&] { TensorStore::open_dir(dir_); }, {"no .safetensors files in " + dir_.string()});
   expect_error([&] { TensorStore::open_dir(dir_ / "absent"); }, {"absent", "not a directory"});
+}
+
+
+// make_resident copies the named tensors (only those) into the arena; views then point there and
+// hold the same bytes, in every shard.
+TEST_F(TensorStoreTest, MakeResidentCopiesOnlyTheNamedTensors) {
+  write_sharded_checkpoint();
+  TensorStore store = TensorStore::open_dir(dir_);
+  const uint8_t* mapped_embed = store.get("embed.weight").data;
+  const uint8_t* mapped_norm = store.get("norm.weight").data;
+  std::vector<std::pair<uint64_t, uint64_t>> calls;
+  const uint64_t copied = store.make_resident({"layers.0.attn.q.weight", "norm.weight", "norm.weight"},
+                                              [&](uint64_t done, uint64_t total) { calls.push_back({done, total}); });
+  EXPECT_EQ(copied, 8u + 4u);
+  EXPECT_EQ(store.resident_bytes(), 128u);  // two tensors, each 64-byte aligned
+  ASSERT_FALSE(calls.empty());
+  EXPECT_EQ(calls.back(), (std::pair<uint64_t, uint64_t>{12, 12}));
+  EXPECT_EQ(store.get("embed.weight").data, mapped_embed);  // not named: still the mapping
+  TensorView norm = store.get("norm.weight");
+  EXPECT_NE(norm.data, mapped_norm);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(norm.data) % 64, 0u);
+  EXPECT_EQ(std::vector<uint8_t>(norm.data, norm.data + norm.nbytes), iota_bytes(4, 120));
+  TensorView q = store.find("layers.0.attn.q.weight").value();
+  EXPECT_EQ(q.shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(std::vector<uint8_t>(q.data, q.data + q.nbytes), iota_bytes(8, 50));
+  // Once per store; naming only resident tensors again is a no-op.
+  EXPECT_EQ(store.make_resident({"norm.weight"}), 0u);
+  expect_error([&] { store.make_resident({"embed.weight"}); }, {"already copied"});
+}
+
+TEST_F(TensorStoreTest, MakeResidentNamesAMissingTensor) {
+  write_sharded_checkpoint();
+  TensorStore store = TensorStore::open_dir(dir_);
+  expect_error([&] { store.make_resident({"norm.weight", "lm_head.weight"}); }, {"lm_head.weight", dir_.string()});
+  EXPECT_EQ(store.resident_bytes(), 0u);
+}
+
+// A shard cut short after it was opened (the mapping no longer covers the tensor): the copy
+// fails with the file and the tensor named, instead of a SIGBUS on first use.
+TEST_F(TensorStoreTest, MakeResidentReportsAFileTruncatedAfterOpen) {
+  write_sharded_checkpoint();
+  TensorStore store = TensorStore::open_dir(dir_);
+  const auto shard = dir_ / "model-00002-of-00002.safetensors";
+  std::filesystem::resize_file(shard, std::filesystem::file_size(shard) - 2);
+  expect_error([&] { store.make_resident({"norm.weight"}); }, {"model-00002-of-00002.safetensors", "norm.weight", "cannot read"});
+}
+
+// Larger than one 64 MiB copy piece, so several threads each copy part of one tensor.
+TEST_F(TensorStoreTest, MakeResidentSplitsLargeTensors) {
+  const size_t bytes = (size_t(64) << 20) * 2 + 4096 + 8;
+  std::vector<uint8_t> data(bytes);
+  for (size_t i = 0; i < bytes; ++i) data[i] = uint8_t((i * 2654435761u) >> 13);
+  write_file(dir_ / "model.safetensors", good_image({{"big", "U8", {int64_t(bytes)}, data}, {"small", "F32", {1}, iota_bytes(4, 3)}}));
+  TensorStore store = TensorStore::open_dir(dir_);
+  EXPECT_EQ(store.make_resident({"big", "small"}), bytes + 4);
+  TensorView big = store.get("big");
+  ASSERT_EQ(big.nbytes, bytes);
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), big.data));
+  EXPECT_LE(store.resident_huge_page_bytes(), store.resident_bytes());
+}
+
+TEST(ResidentMemory, ArenaAlignsAndRefusesPastCapacity) {
+  ResidentArena arena(250);  // rounded up to 256
+  uint8_t* a = arena.allocate(10);
+  uint8_t* b = arena.allocate(100);
+  EXPECT_EQ(b - a, 64);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % (2 << 20), 0u);  // starts on a huge page boundary
+  EXPECT_EQ(arena.used(), 64u + 128u);
+  EXPECT_NE(arena.allocate(64), nullptr);  // exactly the rest
+  expect_error([&] { arena.allocate(1); }, {"arena full"});
 }
 
 }  // namespace

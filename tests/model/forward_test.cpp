@@ -40,6 +40,46 @@ TEST_P(EveryLayout, ProductionMatchesReference) {
   EXPECT_LT(diff, 1e-3 * spread);
 }
 
+// Weights copied into huge pages are the same bytes: logits bit-identical to the mapped ones, and
+// the embedding (gathered, not streamed) stays in the mapping.
+TEST_P(EveryLayout, HugePageWeightsGiveIdenticalLogits) {
+  const Checkpoint& mapped = open_tiny(GetParam());
+  CheckpointOptions options;
+  options.memory = WeightMemory::HugePages;
+  uint64_t last_done = 0, last_total = 0;
+  options.progress = [&](uint64_t done, uint64_t total) { last_done = done, last_total = total; };
+  std::unique_ptr<Checkpoint> resident = Checkpoint::open(testing::tiny_checkpoint(GetParam()), options);
+  EXPECT_GT(resident->store().resident_bytes(), 0u);
+  EXPECT_EQ(last_done, last_total);
+  // Whether `data` is where the file mapping holds the tensor bound as `canonical`.
+  auto in_file_mapping = [&](const std::string& canonical, const uint8_t* data) {
+    for (const BindingRecord& binding : resident->bindings()) {
+      if (binding.canonical != canonical) continue;
+      for (const auto& file : resident->store().files())
+        if (auto view = file->find(binding.source); view && view->data == data) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(in_file_mapping("model.embed_tokens.weight", resident->weights().embed.data));
+  EXPECT_FALSE(in_file_mapping("lm_head.weight", resident->weights().lm_head.data));
+  std::vector<int32_t> tokens = random_tokens(40, 21);
+  RunOptions run;
+  run.context = 64;
+  std::vector<float> want, got;
+  {
+    InklingModel model(mapped, run);
+    SequenceState state = model.new_sequence();
+    model.forward_all(state, tokens, want);
+  }
+  {
+    InklingModel model(*resident, run);
+    SequenceState state = model.new_sequence();
+    model.forward_all(state, tokens, got);
+  }
+  ASSERT_EQ(want.size(), got.size());
+  EXPECT_EQ(max_abs_diff(got, want), 0.0);
+}
+
 TEST_P(EveryLayout, PrefillIsCausal) {
   const Checkpoint& ckpt = open_tiny(GetParam());
   std::vector<int32_t> tokens = random_tokens(kTokens, 12);

@@ -64,7 +64,7 @@ Runner add_bench(CLI::App& app) {
     RunOptions run = args->runtime.apply();
     int threads = kernels::thread_count();
     auto start = std::chrono::steady_clock::now();
-    auto ckpt = Checkpoint::open(args->model);
+    auto ckpt = open_for_inference(args->model, args->runtime);
     run.context = std::max<int64_t>(run.context, args->prompt + args->generate + 8);
     run.max_chunk = std::min(args->prompt, 512);
     InklingModel model(*ckpt, run);
@@ -123,19 +123,21 @@ Runner add_bench(CLI::App& app) {
         {"weight_bytes_per_token", int64_t(bytes_per_token)}, {"read_bandwidth_gb_s", bandwidth},
         {"decode_efficiency", efficiency}, {"prefill_gflop_s", prefill_gflops}, {"fma_peak_gflop_s", fma_peak},
         {"prefill_efficiency", prefill_gflops / fma_peak}, {"load_s", load_seconds}, {"peak_rss_gb", peak_rss_gb},
-        {"weights_gb", double(ckpt->store().total_file_bytes()) / 1e9}, {"reps", args->reps},
+        {"weights_gb", double(ckpt->store().total_file_bytes()) / 1e9},
+        {"weight_memory", weight_memory_label(*ckpt)},
+        {"huge_page_gb", double(ckpt->store().resident_huge_page_bytes()) / 1e9}, {"reps", args->reps},
         {"pp_all", pp}, {"tg_all", tg}, {"read_bandwidth_all", bandwidths}, {"decode_efficiency_all", efficiencies}};
     if (args->json) {
       std::cout << out.dump(2) << "\n";
       return 0;
     }
-    std::printf("| model | layout | precision | isa | threads | pp%d tok/s | tg%d tok/s | GB/token | read GB/s | decode eff | prefill GFLOP/s | FMA peak | load s | peak RSS GB |\n",
+    std::printf("| model | layout | precision | isa | threads | weights | pp%d tok/s | tg%d tok/s | GB/token | read GB/s | decode eff | prefill GFLOP/s | FMA peak | load s | peak RSS GB |\n",
                 args->prompt, args->generate);
-    std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    std::printf("| %s | %s | %s | %s | %d | %.1f | %.2f | %.3f | %.1f | %.0f%% | %.1f | %.1f | %.2f | %.2f |\n",
+    std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    std::printf("| %s | %s | %s | %s | %d | %s | %.1f | %.2f | %.3f | %.1f | %.0f%% | %.1f | %.1f | %.2f | %.2f |\n",
                 std::filesystem::path(args->model).filename().c_str(), layout_name(ckpt->layout()),
                 args->runtime.fast ? "fast" : "exact", kernels::isa_name(),
-                threads, pp_median, tg_median, bytes_per_token / 1e9, bandwidth, 100.0 * efficiency, prefill_gflops,
+                threads, weight_memory_label(*ckpt), pp_median, tg_median, bytes_per_token / 1e9, bandwidth, 100.0 * efficiency, prefill_gflops,
                 fma_peak, load_seconds, peak_rss_gb);
     return 0;
   };

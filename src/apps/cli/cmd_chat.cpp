@@ -122,8 +122,7 @@ Runner add_chat(CLI::App& app) {
     if (!std::filesystem::exists(model_dir + "/tokenizer.json")) throw Error(model_dir + " has no tokenizer.json");
     Tokenizer tokenizer = Tokenizer::from_dir(model_dir);
     ChatTemplate chat_template = ChatTemplate::from_dir(model_dir, args->chat_template);
-    std::fprintf(stderr, "loading %s ...\n", model_dir.c_str());
-    auto checkpoint = Checkpoint::open(model_dir);
+    auto checkpoint = open_for_inference(model_dir, args->runtime);
     InklingModel model(*checkpoint, run);
     SequenceState state = model.new_sequence();
     GenerateOptions options;

@@ -92,8 +92,7 @@ Runner add_generate(CLI::App& app) {
     if (demo && args->prompt.empty() && args->prompt_ids.empty()) args->prompt = "The quick brown fox";
     if (args->prompt.empty() && args->prompt_ids.empty()) throw Error("give a prompt with -p TEXT or --prompt-ids 1,2,3");
 
-    std::fprintf(stderr, "loading %s ...\n", model_dir.c_str());
-    auto checkpoint = Checkpoint::open(model_dir);
+    auto checkpoint = open_for_inference(model_dir, args->runtime);
     std::optional<Tokenizer> tokenizer;
     if (std::filesystem::exists(model_dir + "/tokenizer.json")) tokenizer = Tokenizer::from_dir(model_dir);
     std::vector<int32_t> prompt;

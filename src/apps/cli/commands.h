@@ -31,10 +31,17 @@ struct RuntimeArgs {
   int threads = 0;
   int64_t ctx = 4096;
   bool fast = false;
+  bool mmap = false;
   void add_to(CLI::App& app, const char* ctx_help);
   // Validates, applies the thread count, and returns the model's run options.
   RunOptions apply() const;
 };
+
+// Opens a checkpoint to run: the weights copied into huge pages (with progress for large ones)
+// unless --mmap is given or the kernel has transparent huge pages off; says which on stderr.
+std::unique_ptr<Checkpoint> open_for_inference(const std::string& dir, const RuntimeArgs& runtime);
+// "huge pages" or "mmap": where open_for_inference put the weights of `checkpoint`.
+const char* weight_memory_label(const Checkpoint& checkpoint);
 
 // Sampling options of generate and chat.
 struct SamplingArgs {

@@ -3,10 +3,12 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
 
 #include "apps/cli/commands.h"
+#include "io/resident_memory.h"
 #include "kernels/thread_pool.h"
 #include "model/synth.h"
 #include "tensor/error.h"
@@ -37,6 +39,40 @@ void RuntimeArgs::add_to(CLI::App& app, const char* ctx_help) {
   app.add_flag("--fast", fast,
                "llama.cpp-style precision: bf16 activations in prefill products and bf16 decode, int8 (VNNI) "
                "activations for 4-bit decode (default: exact f32 activations)");
+  app.add_flag("--mmap", mmap,
+               "use the weights in place in the checkpoint's file mappings: ready at once, but decode reads "
+               "them through 4 KiB pages and runs slower (default: copy them into transparent huge pages)");
+}
+
+std::unique_ptr<Checkpoint> open_for_inference(const std::string& dir, const RuntimeArgs& runtime) {
+  std::fprintf(stderr, "loading %s ...\n", dir.c_str());
+  CheckpointOptions options;
+  const HugePageMode mode = transparent_huge_page_mode();
+  if (!runtime.mmap && !huge_pages_available()) {
+    std::fprintf(stderr, "transparent huge pages are \"%s\" in this kernel (/sys/kernel/mm/transparent_hugepage/enabled): "
+                         "using the weights in place in the file mappings\n", huge_page_mode_name(mode));
+  }
+  if (runtime.mmap || !huge_pages_available()) return Checkpoint::open(dir, options);
+  options.memory = WeightMemory::HugePages;
+  Progress progress("copying weights into huge pages");
+  // Small checkpoints copy in well under a second: no progress lines for them.
+  options.progress = [&progress](uint64_t done, uint64_t total) {
+    if (total >= (uint64_t(1) << 30)) progress(done, total);
+  };
+  auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<Checkpoint> checkpoint = Checkpoint::open(dir, options);
+  progress.finish();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const uint64_t copied = checkpoint->store().resident_bytes(), huge = checkpoint->store().resident_huge_page_bytes();
+  std::fprintf(stderr, "weights: %.2f GB copied in %.2f s, %.2f GB of it in huge pages%s\n", double(copied) / 1e9,
+               seconds, double(huge) / 1e9,
+               huge * 2 < copied ? " (the kernel had few free huge pages; decode may run slower, --mmap starts faster)"
+                                 : "");
+  return checkpoint;
+}
+
+const char* weight_memory_label(const Checkpoint& checkpoint) {
+  return checkpoint.store().resident_bytes() > 0 ? "huge pages" : "mmap";
 }
 
 RunOptions RuntimeArgs::apply() const {
