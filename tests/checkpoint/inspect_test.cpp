@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "checkpoint_test_util.h"
+#include "io/resident_memory.h"
 
 namespace inkling {
 namespace {
@@ -204,6 +205,25 @@ TEST(PeakRss, GenerateStaysNearCheckpointSize) {
   std::printf("[ measured ] generate: peak RSS %.1f MB, checkpoint %.1f MB, limit %.1f MB (%s)\n", peak / 1e6,
               double(bytes) / 1e6, limit / 1e6, via_time ? "/usr/bin/time -v" : "wait4");
   EXPECT_LE(peak, limit);
+}
+
+// The CLI copies the weights into huge pages unless --mmap is given; the tokens are the same.
+TEST(CliWeights, MmapAndHugePagesGenerateTheSameTokens) {
+  const fs::path& dir = synth_tiny("original-bf16");
+  const std::vector<std::string> args = {"generate", "-m", dir.string(), "--prompt-ids", "5,6,7",
+                                         "-n", "6", "--print-ids", "--ctx", "64"};
+  ProcessResult copied = run_inkling(args);
+  std::vector<std::string> mapped_args = args;
+  mapped_args.push_back("--mmap");
+  ProcessResult mapped = run_inkling(mapped_args);
+  ASSERT_EQ(copied.exit_code, 0) << copied.describe();
+  ASSERT_EQ(mapped.exit_code, 0) << mapped.describe();
+  EXPECT_EQ(copied.out, mapped.out);
+  EXPECT_EQ(mapped.err.find("copied"), std::string::npos) << mapped.err;
+  if (huge_pages_available())
+    EXPECT_NE(copied.err.find("GB copied"), std::string::npos) << copied.err;
+  else
+    EXPECT_NE(copied.err.find("transparent huge pages are"), std::string::npos) << copied.err;
 }
 
 }  // namespace
