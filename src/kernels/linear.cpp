@@ -275,7 +275,9 @@ RowRange row_range(int64_t rows, int index, int count, int64_t align) {
 // Rows [begin, end) of product `task`: the unit of work decode threads claim. Decode streams
 // weights from memory, so the split is by bytes: chunks small enough (~8 per thread and
 // batch) that a thread slowed by anything else on its core hands work to the others, large
-// enough that claiming one (an atomic add) costs nothing next to reading it.
+// enough that claiming one (an atomic add) costs nothing next to reading it. The last
+// 2 x threads chunks' worth of bytes is cut 4x finer: a batch ends when its slowest thread
+// does, and with equal chunks the others idle for half a chunk on average.
 struct RowChunk {
   int task;
   int64_t begin, end;
@@ -287,14 +289,20 @@ std::vector<RowChunk> row_chunks(size_t count, const GetMatrix& matrix, int thre
   for (size_t i = 0; i < count; ++i) total += matrix(i).bytes_read();
   const int64_t target =
       std::clamp<int64_t>(total / (int64_t(threads) * 8), int64_t(32) << 10, int64_t(1) << 20);
+  const int64_t tail_start = total - 2 * int64_t(threads) * target;
   std::vector<RowChunk> chunks;
+  int64_t offset = 0;  // bytes before the current row
   for (size_t i = 0; i < count; ++i) {
     const WeightMatrix& w = matrix(i);
     if (w.rows == 0) continue;
     const int64_t row_bytes = std::max<int64_t>(1, w.bytes_read() / w.rows);
-    const int64_t rows_per_chunk = std::max<int64_t>(1, target / row_bytes);
-    for (int64_t r = 0; r < w.rows; r += rows_per_chunk)
-      chunks.push_back({int(i), r, std::min(w.rows, r + rows_per_chunk)});
+    for (int64_t r = 0; r < w.rows;) {
+      const int64_t bytes = offset >= tail_start ? target / 4 : target;
+      const int64_t rows = std::min(w.rows - r, std::max<int64_t>(1, bytes / row_bytes));
+      chunks.push_back({int(i), r, r + rows});
+      r += rows;
+      offset += rows * row_bytes;
+    }
   }
   return chunks;
 }
