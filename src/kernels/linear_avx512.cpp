@@ -357,6 +357,13 @@ void nvfp4_lanes_rows(const WeightMatrix& w, int64_t r, const PreparedX& px, flo
 
 bool affine_fast_path(const WeightMatrix& w) { return w.group_size % 32 == 0; }
 
+// Decode matvecs read one row at a time where x fits in L1 beside the weight stream: each thread
+// then reads memory strictly in order, the prefetchers' best case. Past this width x (f32) no
+// longer fits, and blocks of kMatvecRows rows share each x load instead. A/B of the exact 4-bit
+// kernels (INKLING_EXACT=1 tools/ab_kernels.py, 4 rounds), one row against 4-row blocks: cold
+// 2048-column matrices +19-39%, 8192-column ones -24-28%.
+constexpr int64_t kSingleRowMaxCols = 4096;
+
 // kernel(std::integral_constant<int, R>, r, y) for blocks of kMatvecRows rows, then single rows.
 template <class Kernel>
 void for_row_blocks(int64_t row_begin, int64_t row_end, float* y, const Kernel& kernel) {
@@ -375,10 +382,8 @@ void matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, 
       });
       return;
     case WeightFormat::BF16:
-      // One row at a time streams memory sequentially (the prefetcher's best case) while x stays in
-      // L1; past 4096 columns x no longer fits beside the stream, so rows share each x load.
       if (px.x_bf16) return bf16_matvec_rows(w, px.x_bf16, row_begin, row_end, y);
-      if (w.cols <= 4096) {
+      if (w.cols <= kSingleRowMaxCols) {
         for (int64_t r = row_begin; r < row_end; ++r) dense_rows<WeightFormat::BF16, 1>(w, r, px.x, y + (r - row_begin));
         return;
       }
@@ -395,6 +400,10 @@ void matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, 
       if (px.x_q8 && w.bits == 4) return vnni_matvec_rows(w, px, row_begin, row_end, y);
       if (!affine_fast_path(w)) break;
       if (w.bits == 4 && px.x_nibble_lanes && 128 % w.group_size == 0) {
+        if (w.cols <= kSingleRowMaxCols) {
+          for (int64_t r = row_begin; r < row_end; ++r) affine4_lanes_rows<1>(w, r, px, y + (r - row_begin));
+          return;
+        }
         for_row_blocks(row_begin, row_end, y, [&](auto rows, int64_t r, float* out) {
           affine4_lanes_rows<decltype(rows)::value>(w, r, px, out);
         });
@@ -410,6 +419,10 @@ void matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, 
       return;
     case WeightFormat::NvFp4:
       if (px.x_q8) return vnni_matvec_rows(w, px, row_begin, row_end, y);
+      if (px.x_nibble_lanes && w.cols <= kSingleRowMaxCols) {
+        for (int64_t r = row_begin; r < row_end; ++r) nvfp4_lanes_rows<1>(w, r, px, y + (r - row_begin));
+        return;
+      }
       if (px.x_nibble_lanes) {
         for_row_blocks(row_begin, row_end, y, [&](auto rows, int64_t r, float* out) {
           nvfp4_lanes_rows<decltype(rows)::value>(w, r, px, out);
