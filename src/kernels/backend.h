@@ -22,21 +22,27 @@ struct PreparedX {
   const float* x_nibble_lanes = nullptr;
   // Affine: sum of x over each group of group_size columns.
   const float* group_sums = nullptr;
-  // 4-bit formats on the VNNI matvec (fast precision): x as int8 per 8 columns, llama.cpp's
-  // q8 activations on a finer grid: x[c] ~= x_q8_scale[lane] * q[c], q = x at 127 / max|x| of
-  // the lane's 8 columns (~0.2% RMS error per element). Per 128 columns (a "chunk"):
-  //   x_q8: 128 bytes: q of the even columns, then of the odd ones (byte b of each half is
-  //         column 2 b or 2 b + 1, so 32-bit lane l covers columns 8 l .. 8 l + 7);
+  // 4-bit formats on the VNNI matvec: x as integers per 8 columns, x[c] ~= x_q8_scale[lane] *
+  // Q[c] with Q = x at L / max|x| of the lane's 8 columns, written as x_q8_parts int8 digits
+  // (balanced base 256, most significant first):
+  //   fast precision, 1 part, L = 127: llama.cpp's q8 activations on a finer grid (~0.2% RMS
+  //     error per element);
+  //   exact precision, 3 parts, L = 127 * 2^16: error <= 2^-24 of the lane's max|x|, the size of
+  //     f32 rounding; the integer dot products themselves are exact.
+  // Per 128 columns (a "chunk"):
+  //   x_q8: 128 bytes per part: the digits of the even columns, then of the odd ones (byte b of
+  //         each half is column 2 b or 2 b + 1, so 32-bit lane l covers columns 8 l .. 8 l + 7);
   //   x_q8_scale: 16 floats, lane l's scale;
-  //   x_q8_nvfp4_offset: 16 ints, -12 * (sum of q over lane l): the NVFP4 kernel's weights are
+  //   x_q8_nvfp4_offset: 16 ints, -12 * (sum of Q over lane l): the NVFP4 kernel's weights are
   //         biased by +12 (vpdpbusd multiplies unsigned bytes), and its integer dots start here.
+  int x_q8_parts = 0;
   const int8_t* x_q8 = nullptr;
   const float* x_q8_scale = nullptr;
   const int32_t* x_q8_nvfp4_offset = nullptr;
   // bf16 weights in fast precision on CPUs with AVX512_BF16: x rounded to bf16, zero padded to
   // bf16_ldx(cols), for vdpbf16ps (llama.cpp's BF16 decode does the same).
   const uint16_t* x_bf16 = nullptr;
-  // Affine with x_q8: group sums of the dequantized x_q8 (so bias and codes see the same x).
+  // Affine with x_q8: group sums of the dequantized x (so bias and codes see the same x).
   const float* group_sums_q8 = nullptr;
 };
 

@@ -89,6 +89,7 @@ struct PrepareCache {
   int64_t cols = 0;
   std::vector<float> x_copy;  // to notice an x rewritten in place between calls
   bool has_split = false, has_lanes = false, has_q8 = false, q8_ok = false;
+  int q8_parts = 0;
   int sums_group = 0, q8_sums_group = 0;
   std::vector<float> x_split, x_nibble_lanes, group_sums;
   std::vector<int8_t> x_q8;
@@ -98,29 +99,38 @@ struct PrepareCache {
   std::vector<uint16_t> x_bf16;
 };
 
-// PreparedX::x_q8 and friends (see backend.h). False when x is not finite (the f32 paths then
-// propagate inf / NaN as usual).
-bool quantize_q8(const float* x, int64_t cols, PrepareCache& cache) {
+// PreparedX::x_q8 and friends (see backend.h), with `parts` int8 digits per column. False when x
+// is not finite (the f32 paths then propagate inf / NaN as usual).
+bool quantize_q8(const float* x, int64_t cols, int parts, PrepareCache& cache) {
   const int64_t chunks = cols / 128;
-  cache.x_q8.resize(size_t(chunks * 128));
+  // |Q| <= 127 * 256^(parts - 1): the top digit of the balanced base-256 expansion stays in int8.
+  const float levels = parts == 1 ? 127.0f : 127.0f * 65536.0f;
+  cache.x_q8.resize(size_t(chunks * 128 * parts));
   cache.x_q8_scale.resize(size_t(chunks * 16));
   cache.x_q8_nvfp4_offset.resize(size_t(chunks * 16));
   cache.x_hat.resize(size_t(cols));
   for (int64_t ch = 0; ch < chunks; ++ch) {
-    int8_t* q = cache.x_q8.data() + 128 * ch;
+    int8_t* q = cache.x_q8.data() + 128 * parts * ch;
     for (int lane = 0; lane < 16; ++lane) {
       const int64_t c0 = 128 * ch + 8 * lane;
       float max_abs = 0.0f;
       for (int j = 0; j < 8; ++j) max_abs = std::max(max_abs, std::fabs(x[c0 + j]));
       if (!std::isfinite(max_abs)) return false;
-      const float scale = max_abs / 127.0f, inverse = max_abs > 0.0f ? 127.0f / max_abs : 0.0f;
+      const float scale = max_abs / levels, inverse = max_abs > 0.0f ? levels / max_abs : 0.0f;
       int32_t sum = 0;
       for (int j = 0; j < 8; ++j) {
-        const float level = std::min(127.0f, std::max(-127.0f, std::nearbyint(x[c0 + j] * inverse)));
-        // Byte b of the even / odd halves is column 2 b / 2 b + 1 of the chunk.
-        q[64 * (j & 1) + (8 * lane + j) / 2] = int8_t(level);
-        sum += int32_t(level);
-        cache.x_hat[size_t(c0 + j)] = scale * level;
+        // Integers below 2^24 are exact in f32, so Q is the nearest level.
+        const int32_t level = int32_t(std::min(levels, std::max(-levels, std::nearbyint(x[c0 + j] * inverse))));
+        // Byte b of the even / odd halves of each part is column 2 b / 2 b + 1 of the chunk; the
+        // last part holds the lowest digit.
+        int32_t rest = level;
+        for (int part = parts - 1; part >= 0; --part) {
+          const int8_t digit = int8_t(uint8_t(rest & 0xff));  // in [-128, 127]
+          q[128 * part + 64 * (j & 1) + (8 * lane + j) / 2] = digit;
+          rest = (rest - digit) / 256;
+        }
+        sum += level;
+        cache.x_hat[size_t(c0 + j)] = scale * float(level);
       }
       cache.x_q8_scale[size_t(16 * ch + lane)] = scale;
       cache.x_q8_nvfp4_offset[size_t(16 * ch + lane)] = -12 * sum;
@@ -163,12 +173,19 @@ PreparedX prepare(const WeightMatrix& w, const float* x, const Backend& backend,
     prepared.x_bf16 = cache.x_bf16.data();
     return prepared;
   }
-  if (fast_mode(backend) && detail::vnni_matvec_shape(w) && detail::cpu_has_avx512_vnni()) {
-    if (!cache.has_q8) {
-      cache.q8_ok = quantize_q8(x, cols, cache);
+  // 4-bit decode with VNNI: x as int8 digits, 1 in fast precision (llama.cpp's q8 activations on
+  // a finer grid), 3 in exact precision (24-bit integers per 8 columns: within f32 rounding of x,
+  // see backend.h).
+  if (backend.isa == Isa::Avx512 && detail::vnni_matvec_shape(w) && detail::cpu_has_avx512_vnni()) {
+    const int parts = fast_mode(backend) ? 1 : 3;
+    if (!cache.has_q8 || cache.q8_parts != parts) {
+      cache.q8_ok = quantize_q8(x, cols, parts, cache);
       cache.has_q8 = true;
+      cache.q8_parts = parts;
+      cache.q8_sums_group = 0;
     }
     if (cache.q8_ok) {
+      prepared.x_q8_parts = parts;
       prepared.x_q8 = cache.x_q8.data();
       prepared.x_q8_scale = cache.x_q8_scale.data();
       prepared.x_q8_nvfp4_offset = cache.x_q8_nvfp4_offset.data();

@@ -2,26 +2,32 @@
 // AND / shift / vpshufb) and linear_avx512vbmi.cpp (vpermb). Included inside an anonymous
 // namespace after simd_common.h and simd_avx512.h, like them.
 //
-// The f32 decode of 4-bit codes costs ~3 instructions per 16 codes and caps a core at ~12 GB/s.
-// Here x is pre-quantized to int8 per 8 columns (backend.h), and a 64-byte load of 128 codes
-// becomes two byte vectors that vpdpbusd multiplies with x directly. 32-bit lane l of the
-// accumulator holds columns 8 l .. 8 l + 7, which lie in one affine group (group_size % 8 == 0)
-// or NVFP4 block, so each 128 columns end with one int -> float conversion and one FMA by
-// (weight scale of the lane) * (x scale of the lane).
+// The f32 decode of 4-bit codes costs ~3 instructions per 16 codes and caps a core at ~7-12 GB/s.
+// Here x is pre-quantized to integers per 8 columns (backend.h), and a 64-byte load of 128 codes
+// becomes two byte vectors that vpdpbusd multiplies with x's int8 digits directly. 32-bit lane l
+// of the accumulator holds columns 8 l .. 8 l + 7, which lie in one affine group
+// (group_size % 8 == 0) or NVFP4 block, so each 128 columns end with one int -> float conversion
+// and one FMA by (weight scale of the lane) * (x scale of the lane).
 //
-// Zen 4 runs two 512-bit vector ops per cycle, and at ~11 per 64 bytes of codes a core decoded
-// ~22 GB/s: below what two cores stream when the host is quiet. So every vector op per 64 bytes
-// counts. What is done per 64 bytes:
-//   affine: vpermb (or shift + AND), AND, 2 x vpdpbusd, cvt, permps, mul, FMA      (8, VBMI: 8)
+// Fast precision gives x one digit (llama.cpp's q8 activations); exact precision three (a 24-bit
+// integer, within f32 rounding of x: LinearPrecision.ExactVnniMatvecStaysF32Class measures it
+// against the f32 FMA kernels). Digits are folded most significant first, the partial sum shifted
+// a byte left before each next one; every product and sum is an exact integer (the magnitudes
+// are bounded at each kernel).
+//
+// Zen 4 runs about one 512-bit vector op per cycle here, so every vector op per 64 bytes of codes
+// counts. Per 64 bytes, one digit:
+//   affine: vpermb (or shift + AND), AND, 2 x vpdpbusd, cvt, permps, mul, FMA            (8)
 //   NVFP4:  2 x vpermb (or 3 AND / shift + 2 x vpshufb), 2 x vpdpbusd, cvt, permps, mul, FMA
-// The lane -> scale indices are compile-time constants (the loops over one block of 16 scales
-// are unrolled), and NVFP4's +12 weight bias is removed by starting the integer dot at
-// x_q8_nvfp4_offset rather than by a subtraction.
+// and each further digit adds two vpdpbusd and a shift. The lane -> scale indices are
+// compile-time constants (the loops over one block of 16 scales are unrolled), and NVFP4's +12
+// weight bias is removed by starting the integer dot at x_q8_nvfp4_offset (one digit) or adding
+// it at the end (three) rather than by multiplying it out.
 //
 // Affine: W . x = sum_g scale_g * (codes_g . x^_g) + bias_g * sum(x^_g), with x^ the quantized x
-// throughout, so the result is exactly W . x^ (no cancellation error from the bias split). Both
-// nibbles enter the integer dot as 16 * code (the high one in place, byte & 0xF0), and the exact
-// factor 1/16 goes into the scales.
+// throughout, so the result is exactly W . x^ (no cancellation error from the bias split). With
+// one digit both nibbles enter the integer dot as 16 * code (the high one in place, byte & 0xF0)
+// and the exact factor 1/16 goes into the scales; with three, as plain codes (range).
 // NVFP4: vpdpbusd needs unsigned weights: the nibble is looked up as 2 * fp4 + 12 in [0, 24].
 
 // One row at a time: each thread then reads a single stream strictly in order, which the
@@ -34,14 +40,37 @@
 constexpr int64_t kPrefetchBytes = 2048;
 constexpr int64_t kPrefetchRows = 2;
 
+// The x digits of one chunk: kParts pairs of (even columns, odd columns), most significant first.
+template <int kParts>
 struct ChunkX {
-  __m512i even, odd;
+  __m512i even[kParts], odd[kParts];
   __m512 scale;
 };
 
-inline ChunkX load_chunk_x(const PreparedX& px, int64_t ch) {
-  const int8_t* q = px.x_q8 + 128 * ch;
-  return {_mm512_loadu_si512(q), _mm512_loadu_si512(q + 64), _mm512_loadu_ps(px.x_q8_scale + 16 * ch)};
+template <int kParts>
+inline ChunkX<kParts> load_chunk_x(const PreparedX& px, int64_t ch) {
+  const int8_t* q = px.x_q8 + 128 * kParts * ch;
+  ChunkX<kParts> x;
+#pragma GCC unroll 3
+  for (int part = 0; part < kParts; ++part) {
+    x.even[part] = _mm512_loadu_si512(q + 128 * part);
+    x.odd[part] = _mm512_loadu_si512(q + 128 * part + 64);
+  }
+  x.scale = _mm512_loadu_ps(px.x_q8_scale + 16 * ch);
+  return x;
+}
+
+// Sum over each 32-bit lane of low * even + high * odd, for an x of kParts digits: exact in
+// int32 (the callers bound the magnitudes). Digits are folded in most significant first,
+// shifting the partial sum one byte left before each next digit.
+template <int kParts>
+inline __m512i digit_dots(__m512i start, __m512i low, __m512i high, const ChunkX<kParts>& x) {
+  __m512i acc = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, low, x.even[0]), high, x.odd[0]);
+#pragma GCC unroll 2
+  for (int part = 1; part < kParts; ++part)
+    acc = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32(acc, 8), low, x.even[part]), high,
+                              x.odd[part]);
+  return acc;
 }
 
 // 16 * (low nibble) of every byte of v.
@@ -58,12 +87,26 @@ inline __m512i low_nibbles_x16(__m512i v) {
   }
 }
 
-// kGroup: the affine group size, 8 .. 128 (vnni_matvec_shape).
-template <bool kVbmi, int kGroup>
+// The low nibble of every byte of v.
+template <bool kVbmi>
+inline __m512i low_nibbles(__m512i v) {
+  if constexpr (kVbmi) {
+    const __m512i table = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    return _mm512_permutexvar_epi8(v, table);
+  } else {
+    return _mm512_and_si512(v, _mm512_set1_epi8(15));
+  }
+}
+
+// kGroup: the affine group size, 8 .. 128 (vnni_matvec_shape). kParts: digits of x (1 or 3).
+template <bool kVbmi, int kGroup, int kParts>
 float affine4_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
   constexpr int kGroupsPerChunk = 128 / kGroup;
   constexpr int kChunksPerBlock = 16 / kGroupsPerChunk;  // chunks sharing one vector of 16 scales
   constexpr int kLaneShift = __builtin_ctz(unsigned(kGroup));
+  // One digit: both nibbles as 16 * code (one op fewer; 240 * 127 * 8 fits easily). Three digits
+  // (|Q| < 2^23): plain codes, so 15 * 2^23 * 8 stays below 2^31.
+  constexpr bool kTimes16 = kParts == 1;
   const uint8_t* codes = w.data + r * w.row_stride;
   const uint8_t* scales = w.scales + r * w.scales_row_stride;
   const uint8_t* biases = w.biases + r * w.biases_row_stride;
@@ -77,22 +120,27 @@ float affine4_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
   for (int64_t first_chunk = 0; first_chunk < chunks; first_chunk += kChunksPerBlock) {
     const int64_t first_group = first_chunk * kGroupsPerChunk, left = groups - first_group;
     const __mmask16 mask = left >= 16 ? __mmask16(0xffff) : tail_mask(left);
-    // The codes carry a factor 16 (see above).
-    const __m512 scale_block = _mm512_mul_ps(load_params16(scales, w.scale_dtype, first_group, mask),
-                                             _mm512_set1_ps(1.0f / 16.0f));
+    __m512 scale_block = load_params16(scales, w.scale_dtype, first_group, mask);
+    if constexpr (kTimes16) scale_block = _mm512_mul_ps(scale_block, _mm512_set1_ps(1.0f / 16.0f));
 #pragma GCC unroll 16
     for (int c = 0; c < kChunksPerBlock; ++c) {
       const int64_t ch = first_chunk + c;
       if (ch >= chunks) break;
       _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kPrefetchBytes), _MM_HINT_T0);
-      const ChunkX x = load_chunk_x(px, ch);
+      const ChunkX<kParts> x = load_chunk_x<kParts>(px, ch);
       // Lane l of chunk c belongs to group c * kGroupsPerChunk + 8 l / kGroup of the block.
       const __m512i lane_scale = _mm512_add_epi32(_mm512_srli_epi32(lane_column, kLaneShift),
                                                   _mm512_set1_epi32(c * kGroupsPerChunk));
       const __m512i v = _mm512_loadu_si512(codes + 64 * ch);
-      const __m512i dots = _mm512_dpbusd_epi32(
-          _mm512_dpbusd_epi32(_mm512_setzero_si512(), low_nibbles_x16<kVbmi>(v), x.even),
-          _mm512_and_si512(v, high_nibbles), x.odd);
+      __m512i low, high;
+      if constexpr (kTimes16) {
+        low = low_nibbles_x16<kVbmi>(v);
+        high = _mm512_and_si512(v, high_nibbles);
+      } else {
+        low = low_nibbles<kVbmi>(v);
+        high = low_nibbles<kVbmi>(_mm512_srli_epi16(v, 4));
+      }
+      const __m512i dots = digit_dots<kParts>(_mm512_setzero_si512(), low, high, x);
       const __m512 lane_scales = _mm512_mul_ps(_mm512_permutexvar_ps(lane_scale, scale_block), x.scale);
       acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), lane_scales, acc);
     }
@@ -121,7 +169,8 @@ inline __m512i nvfp4_lookup(__m512i indices, __m512i table) {
   }
 }
 
-template <bool kVbmi>
+// kParts: digits of x (1 or 3). With 3, |Q| < 2^23: 24 * 2^23 * 8 still fits in int32.
+template <bool kVbmi, int kParts>
 float nvfp4_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
   const uint8_t* codes = w.data + r * w.row_stride;
   const uint8_t* scales = w.scales + r * w.scales_row_stride;
@@ -138,17 +187,22 @@ float nvfp4_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
       const int64_t ch = first_chunk + c;
       if (ch >= chunks) break;
       _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kPrefetchBytes), _MM_HINT_T0);
-      const ChunkX x = load_chunk_x(px, ch);
+      const ChunkX<kParts> x = load_chunk_x<kParts>(px, ch);
       // Lane l covers columns 8 l .. 8 l + 7: block l / 2 of this chunk.
       const __m512i spread = _mm512_add_epi32(
           _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), _mm512_set1_epi32(8 * c));
       const __m512i v = _mm512_loadu_si512(codes + 64 * ch);
       const __m512i low = nvfp4_lookup<kVbmi>(v, table);
       const __m512i high = nvfp4_lookup<kVbmi>(_mm512_srli_epi16(v, 4), table);
-      // Starting at -12 * sum(q) takes the +12 of the weights back out.
-      const __m512i dots = _mm512_dpbusd_epi32(
-          _mm512_dpbusd_epi32(_mm512_loadu_si512(px.x_q8_nvfp4_offset + 16 * ch), low, x.even), high,
-          x.odd);
+      // -12 * sum(Q) takes the +12 of the weights back out: as the start of a one-digit dot, or
+      // added at the end of a three-digit one (its digits are shifted as they fold in).
+      const __m512i offset = _mm512_loadu_si512(px.x_q8_nvfp4_offset + 16 * ch);
+      __m512i dots;
+      if constexpr (kParts == 1) {
+        dots = digit_dots<kParts>(offset, low, high, x);
+      } else {
+        dots = _mm512_add_epi32(digit_dots<kParts>(_mm512_setzero_si512(), low, high, x), offset);
+      }
       const __m512 lane_scales = _mm512_mul_ps(_mm512_permutexvar_ps(spread, block_scales), x.scale);
       acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), lane_scales, acc);
     }
@@ -157,24 +211,32 @@ float nvfp4_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
   return _mm512_reduce_add_ps(acc) * (0.5f * w.global_scale);
 }
 
-template <bool kVbmi, int kGroup>
+template <bool kVbmi, int kGroup, int kParts>
 void affine4_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end,
                   float* y) {
-  for (int64_t r = row_begin; r < row_end; ++r) y[r - row_begin] = affine4_row<kVbmi, kGroup>(w, r, px);
+  for (int64_t r = row_begin; r < row_end; ++r)
+    y[r - row_begin] = affine4_row<kVbmi, kGroup, kParts>(w, r, px);
+}
+
+template <bool kVbmi, int kParts>
+void vnni_rows_parts(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end,
+                     float* y) {
+  if (w.format == WeightFormat::NvFp4) {
+    for (int64_t r = row_begin; r < row_end; ++r) y[r - row_begin] = nvfp4_row<kVbmi, kParts>(w, r, px);
+    return;
+  }
+  switch (w.group_size) {
+    case 8: return affine4_rows<kVbmi, 8, kParts>(w, px, row_begin, row_end, y);
+    case 16: return affine4_rows<kVbmi, 16, kParts>(w, px, row_begin, row_end, y);
+    case 32: return affine4_rows<kVbmi, 32, kParts>(w, px, row_begin, row_end, y);
+    case 64: return affine4_rows<kVbmi, 64, kParts>(w, px, row_begin, row_end, y);
+    default: return affine4_rows<kVbmi, 128, kParts>(w, px, row_begin, row_end, y);  // vnni_matvec_shape
+  }
 }
 
 template <bool kVbmi>
 void vnni_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end,
                float* y) {
-  if (w.format == WeightFormat::NvFp4) {
-    for (int64_t r = row_begin; r < row_end; ++r) y[r - row_begin] = nvfp4_row<kVbmi>(w, r, px);
-    return;
-  }
-  switch (w.group_size) {
-    case 8: return affine4_rows<kVbmi, 8>(w, px, row_begin, row_end, y);
-    case 16: return affine4_rows<kVbmi, 16>(w, px, row_begin, row_end, y);
-    case 32: return affine4_rows<kVbmi, 32>(w, px, row_begin, row_end, y);
-    case 64: return affine4_rows<kVbmi, 64>(w, px, row_begin, row_end, y);
-    default: return affine4_rows<kVbmi, 128>(w, px, row_begin, row_end, y);  // vnni_matvec_shape
-  }
+  if (px.x_q8_parts == 3) return vnni_rows_parts<kVbmi, 3>(w, px, row_begin, row_end, y);
+  vnni_rows_parts<kVbmi, 1>(w, px, row_begin, row_end, y);
 }
