@@ -238,14 +238,17 @@ TEST(LinearPrecision, SetAndGet) {
   EXPECT_EQ(kernels::matmul_precision(), kernels::MatmulPrecision::Bf16Activations);
 }
 
+// The 4-bit expert formats of the releases (MLX affine g64, NVFP4), tested on the bench shape.
+const FormatSpec kExpertFormats[] = {{WeightFormat::Affine, 4, 64, DType::BF16},
+                                     {WeightFormat::NvFp4, 4, 16, DType::F8_E4M3}};
+
 // The VNNI matvec on the bench shape: random x, 4-bit weights, error vs the output RMS over
 // many rows (the accuracy contract of --fast decode on 4-bit weights).
 TEST(LinearPrecision, VnniMatvecAccuracyAtScale) {
   IsaGuard guard;
   PrecisionGuard fast(kernels::MatmulPrecision::Bf16Activations);
   std::mt19937 rng(5);
-  for (FormatSpec spec : {FormatSpec{WeightFormat::Affine, 4, 64, DType::BF16},
-                          FormatSpec{WeightFormat::NvFp4, 4, 16, DType::F8_E4M3}}) {
+  for (FormatSpec spec : kExpertFormats) {
     TestMatrix matrix(spec, 512, 2048, 1, rng);
     const WeightMatrix w = matrix.view(0);
     std::vector<float> x = random_vector(2048, rng);
@@ -271,8 +274,7 @@ TEST(LinearPrecision, ExactVnniMatvecStaysF32Class) {
   IsaGuard guard;
   PrecisionGuard exact(kernels::MatmulPrecision::Exact);
   std::mt19937 rng(8);
-  for (FormatSpec spec : {FormatSpec{WeightFormat::Affine, 4, 64, DType::BF16},
-                          FormatSpec{WeightFormat::NvFp4, 4, 16, DType::F8_E4M3}}) {
+  for (FormatSpec spec : kExpertFormats) {
     TestMatrix matrix(spec, 512, 2048, 1, rng);
     const WeightMatrix w = matrix.view(0);
     std::vector<float> x = random_vector(2048, rng);
