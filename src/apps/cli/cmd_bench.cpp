@@ -82,9 +82,10 @@ Runner add_bench(CLI::App& app) {
       SequenceState warm = model.new_sequence();
       model.prefill(warm, prompt, logits.data());
     }
-    // The bandwidth is measured right before each decode run: on a shared host it drifts by
-    // +-20% within minutes, and the efficiency of a run is only meaningful against its own.
-    std::vector<double> pp, tg, bandwidths, efficiencies;
+    // The bandwidth is measured right before and right after each decode run, and the run is
+    // compared with their mean: on a shared host it drifts by tens of percent within seconds,
+    // and the efficiency of a run is only meaningful against its own.
+    std::vector<double> pp, tg, bandwidths, efficiencies, bandwidths_before, bandwidths_after;
     const double bytes_per_token = double(model.active_weight_bytes());
     for (int rep = 0; rep < args->reps; ++rep) {
       std::fprintf(stderr, "rep %d/%d: pp%d ...", rep + 1, args->reps, args->prompt);
@@ -96,7 +97,7 @@ Runner add_bench(CLI::App& app) {
       // tg starts from an empty context, as llama-bench's tg does.
       SequenceState decode_state = model.new_sequence();
       // 256 MiB: 8x this L3, and small enough not to dominate the peak RSS reported below.
-      bandwidths.push_back(kernels::measure_read_bandwidth_gbs(size_t(256) << 20, threads));
+      bandwidths_before.push_back(kernels::measure_read_bandwidth_gbs(size_t(256) << 20, threads));
       int32_t token = 1;
       auto t1 = std::chrono::steady_clock::now();
       for (int i = 0; i < args->generate; ++i) {
@@ -104,9 +105,11 @@ Runner add_bench(CLI::App& app) {
         token = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
       }
       tg.push_back(double(args->generate) / seconds_since(t1));
+      bandwidths_after.push_back(kernels::measure_read_bandwidth_gbs(size_t(256) << 20, threads));
+      bandwidths.push_back(0.5 * (bandwidths_before.back() + bandwidths_after.back()));
       efficiencies.push_back(bytes_per_token * tg.back() / (bandwidths.back() * 1e9));
-      std::fprintf(stderr, " %.2f tok/s (read bandwidth %.1f GB/s: %.0f%%)\n", tg.back(), bandwidths.back(),
-                   100.0 * efficiencies.back());
+      std::fprintf(stderr, " %.2f tok/s (read bandwidth %.1f GB/s before, %.1f after: %.0f%%)\n", tg.back(),
+                   bandwidths_before.back(), bandwidths_after.back(), 100.0 * efficiencies.back());
     }
     double pp_median = median(pp), tg_median = median(tg);
     double bandwidth = median(bandwidths), efficiency = median(efficiencies);
@@ -126,7 +129,8 @@ Runner add_bench(CLI::App& app) {
         {"weights_gb", double(ckpt->store().total_file_bytes()) / 1e9},
         {"weight_memory", weight_memory_label(*ckpt)},
         {"huge_page_gb", double(ckpt->store().resident_huge_page_bytes()) / 1e9}, {"reps", args->reps},
-        {"pp_all", pp}, {"tg_all", tg}, {"read_bandwidth_all", bandwidths}, {"decode_efficiency_all", efficiencies}};
+        {"pp_all", pp}, {"tg_all", tg}, {"read_bandwidth_all", bandwidths},
+        {"read_bandwidth_before_all", bandwidths_before}, {"read_bandwidth_after_all", bandwidths_after}, {"decode_efficiency_all", efficiencies}};
     if (args->json) {
       std::cout << out.dump(2) << "\n";
       return 0;
