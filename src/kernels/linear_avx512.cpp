@@ -373,6 +373,13 @@ void for_row_blocks(int64_t row_begin, int64_t row_end, float* y, const Kernel& 
   for (; r < row_end; ++r) kernel(std::integral_constant<int, 1>(), r, y + (r - row_begin));
 }
 
+// The same kernel one row at a time up to kSingleRowMaxCols columns, in row blocks past that.
+template <class Kernel>
+void for_decode_rows(int64_t cols, int64_t row_begin, int64_t row_end, float* y, const Kernel& kernel) {
+  if (cols > kSingleRowMaxCols) return for_row_blocks(row_begin, row_end, y, kernel);
+  for (int64_t r = row_begin; r < row_end; ++r) kernel(std::integral_constant<int, 1>(), r, y + (r - row_begin));
+}
+
 void matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end,
                  float* y) {
   switch (w.format) {
@@ -383,11 +390,7 @@ void matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, 
       return;
     case WeightFormat::BF16:
       if (px.x_bf16) return bf16_matvec_rows(w, px.x_bf16, row_begin, row_end, y);
-      if (w.cols <= kSingleRowMaxCols) {
-        for (int64_t r = row_begin; r < row_end; ++r) dense_rows<WeightFormat::BF16, 1>(w, r, px.x, y + (r - row_begin));
-        return;
-      }
-      for_row_blocks(row_begin, row_end, y, [&](auto rows, int64_t r, float* out) {
+      for_decode_rows(w.cols, row_begin, row_end, y, [&](auto rows, int64_t r, float* out) {
         dense_rows<WeightFormat::BF16, decltype(rows)::value>(w, r, px.x, out);
       });
       return;
@@ -400,11 +403,7 @@ void matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, 
       if (px.x_q8 && w.bits == 4) return vnni_matvec_rows(w, px, row_begin, row_end, y);
       if (!affine_fast_path(w)) break;
       if (w.bits == 4 && px.x_nibble_lanes && 128 % w.group_size == 0) {
-        if (w.cols <= kSingleRowMaxCols) {
-          for (int64_t r = row_begin; r < row_end; ++r) affine4_lanes_rows<1>(w, r, px, y + (r - row_begin));
-          return;
-        }
-        for_row_blocks(row_begin, row_end, y, [&](auto rows, int64_t r, float* out) {
+        for_decode_rows(w.cols, row_begin, row_end, y, [&](auto rows, int64_t r, float* out) {
           affine4_lanes_rows<decltype(rows)::value>(w, r, px, out);
         });
       } else if (w.bits == 4) {
@@ -419,12 +418,8 @@ void matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, 
       return;
     case WeightFormat::NvFp4:
       if (px.x_q8) return vnni_matvec_rows(w, px, row_begin, row_end, y);
-      if (px.x_nibble_lanes && w.cols <= kSingleRowMaxCols) {
-        for (int64_t r = row_begin; r < row_end; ++r) nvfp4_lanes_rows<1>(w, r, px, y + (r - row_begin));
-        return;
-      }
       if (px.x_nibble_lanes) {
-        for_row_blocks(row_begin, row_end, y, [&](auto rows, int64_t r, float* out) {
+        for_decode_rows(w.cols, row_begin, row_end, y, [&](auto rows, int64_t r, float* out) {
           nvfp4_lanes_rows<decltype(rows)::value>(w, r, px, out);
         });
         return;

@@ -47,12 +47,13 @@ void RuntimeArgs::add_to(CLI::App& app, const char* ctx_help) {
 std::unique_ptr<Checkpoint> open_for_inference(const std::string& dir, const RuntimeArgs& runtime) {
   std::fprintf(stderr, "loading %s ...\n", dir.c_str());
   CheckpointOptions options;
+  if (runtime.mmap) return Checkpoint::open(dir, options);
   const HugePageMode mode = transparent_huge_page_mode();
-  if (!runtime.mmap && !huge_pages_available()) {
+  if (mode != HugePageMode::Always && mode != HugePageMode::Madvise) {
     std::fprintf(stderr, "transparent huge pages are \"%s\" in this kernel (/sys/kernel/mm/transparent_hugepage/enabled): "
                          "using the weights in place in the file mappings\n", huge_page_mode_name(mode));
+    return Checkpoint::open(dir, options);
   }
-  if (runtime.mmap || !huge_pages_available()) return Checkpoint::open(dir, options);
   options.memory = WeightMemory::HugePages;
   Progress progress("copying weights into huge pages");
   // Small checkpoints copy in well under a second: no progress lines for them.
