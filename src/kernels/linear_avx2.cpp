@@ -322,12 +322,29 @@ double fma_burn(int64_t iterations, float* sink) {
   return double(iterations) * kChains * kLanes * 2;
 }
 
+uint64_t stream_sum(const uint64_t* data, size_t words) {
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 16 <= words; i += 16) {
+    const char* ahead = reinterpret_cast<const char*>(data + i) + kStreamPrefetchBytes;
+    _mm_prefetch(ahead, _MM_HINT_T0);
+    _mm_prefetch(ahead + 64, _MM_HINT_T0);
+    a0 = _mm256_add_epi64(a0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + i)));
+    a1 = _mm256_add_epi64(a1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + i + 4)));
+    a2 = _mm256_add_epi64(a2, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + i + 8)));
+    a3 = _mm256_add_epi64(a3, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + i + 12)));
+  }
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes),
+                     _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
+}
+
 }  // namespace
 
 const Backend& avx2_backend() {
   static const Backend backend{Isa::Avx2,  16, 0,        Kernel256::kRows, matvec_rows,
                                matmul_rows, dot_f32,  axpy_f32,         sum_squares_f32,
-                               fma_burn};
+                               fma_burn,    stream_sum};
   return backend;
 }
 

@@ -93,7 +93,12 @@ void dense_rows(const WeightMatrix& w, int64_t r, const float* x, float* y) {
   }
   const int64_t cols = w.cols;
   int64_t c = 0;
+  constexpr int64_t kElementBytes = F == WeightFormat::F32 ? 4 : 2;
   for (; c + 32 <= cols; c += 32) {
+    if constexpr (R == 1) {  // one row at a time (decode): prefetch the stream ahead
+      const char* ahead = reinterpret_cast<const char*>(rows[0] + c * kElementBytes) + kStreamPrefetchBytes;
+      for (int64_t line = 0; line < 32 * kElementBytes; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
+    }
     const __m512 x0 = _mm512_loadu_ps(x + c), x1 = _mm512_loadu_ps(x + c + 16);
 #pragma GCC unroll 4
     for (int i = 0; i < R; ++i) {
@@ -609,12 +614,26 @@ double fma_burn(int64_t iterations, float* sink) {
   return double(iterations) * kChains * kLanes * 2;
 }
 
+uint64_t stream_sum(const uint64_t* data, size_t words) {
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 32 <= words; i += 32) {
+    const char* ahead = reinterpret_cast<const char*>(data + i) + kStreamPrefetchBytes;
+#pragma GCC unroll 4
+    for (int line = 0; line < 4; ++line) _mm_prefetch(ahead + 64 * line, _MM_HINT_T0);
+    a0 = _mm512_add_epi64(a0, _mm512_loadu_si512(data + i));
+    a1 = _mm512_add_epi64(a1, _mm512_loadu_si512(data + i + 8));
+    a2 = _mm512_add_epi64(a2, _mm512_loadu_si512(data + i + 16));
+    a3 = _mm512_add_epi64(a3, _mm512_loadu_si512(data + i + 24));
+  }
+  return uint64_t(_mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3))));
+}
+
 }  // namespace
 
 const Backend& avx512_backend() {
   static const Backend backend{Isa::Avx512, 32, 128,        Kernel512::kRows, matvec_rows,
                                matmul_rows, dot_f32,   axpy_f32,         sum_squares_f32,
-                               fma_burn};
+                               fma_burn,    stream_sum};
   return backend;
 }
 

@@ -125,11 +125,22 @@ double fma_burn(int64_t iterations, float* sink) {
   return double(iterations) * kChains * 2;
 }
 
+uint64_t stream_sum(const uint64_t* data, size_t words) {
+  uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  for (size_t i = 0; i + 4 <= words; i += 4) {
+    a0 += data[i];
+    a1 += data[i + 1];
+    a2 += data[i + 2];
+    a3 += data[i + 3];
+  }
+  return a0 + a1 + a2 + a3;
+}
+
 }  // namespace
 
 const Backend& scalar_backend() {
   static const Backend backend{Isa::Scalar, 0, 0,   1,           matvec_rows, matmul_rows,
-                               dot,         axpy, sum_squares, fma_burn};
+                               dot,         axpy, sum_squares, fma_burn,    stream_sum};
   return backend;
 }
 

@@ -60,6 +60,7 @@ void rmsnorm(const float* x, WeightVector weight, float eps, int64_t n, float* o
 double measure_read_bandwidth_gbs(size_t bytes, int threads) {
   const size_t words = bytes / sizeof(uint64_t);
   if (words == 0) return 0.0;
+  const detail::Backend& backend = active_backend();
   // The buffer is advised for transparent huge pages, as the weights are by default
   // (io/resident_memory.h): the probe measures what the machine can stream, not its TLB.
   constexpr size_t kHugePage = size_t(2) << 20;
@@ -78,11 +79,9 @@ double measure_read_bandwidth_gbs(size_t bytes, int threads) {
   for (int pass = 0; pass < 8; ++pass) {
     auto start = std::chrono::steady_clock::now();
     std::vector<uint64_t> sums(size_t(std::max(threads, 1)) * 8, 0);  // a cache line each
-    // Integer sums vectorise without -ffast-math, so this runs at load throughput.
     parallel_run(threads, [&](int thread, int count) {
-      uint64_t part = 0;
-      for (size_t i = words * thread / count; i < words * (thread + 1) / count; ++i) part += buffer[i];
-      sums[size_t(thread) * 8] = part;
+      const size_t begin = words * thread / count / 32 * 32, end = words * (thread + 1) / count / 32 * 32;
+      sums[size_t(thread) * 8] = backend.stream_sum(buffer + begin, end - begin);
     });
     uint64_t sum = 0;
     for (uint64_t part : sums) sum += part;

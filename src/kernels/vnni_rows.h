@@ -33,12 +33,19 @@
 // One row at a time: each thread then reads a single stream strictly in order, which the
 // prefetchers follow best. Cold (decode) matvecs stream 1.4-1.9x faster than with 4-row blocks
 // (bench_kernels matvec/q4g64/expert_1024x2048: 12.0 -> 22.6 GB/s).
-// Software prefetch 2 KiB ahead in the code stream, and the scales (and biases) of the row two
-// ahead: the hardware prefetchers restart at every 4 KiB page and at every expert matrix, and
-// decode is a sequence of short streams (A/B, 8 alternating runs: expert matvec +10%, 2048 x 8192
-// +5%; 4 KiB ahead measured the same).
-constexpr int64_t kPrefetchBytes = 2048;
+// Software prefetch kStreamPrefetchBytes ahead in the code stream (simd_common.h), and the scales
+// (and biases) of the row two ahead (A/B, 8 alternating runs: expert matvec +10%, 2048 x 8192 +5%).
+constexpr int64_t kPrefetchBytes = kStreamPrefetchBytes;
 constexpr int64_t kPrefetchRows = 2;
+
+// Every cache line of [p, p + bytes): a row of NVFP4 scales is cols / 16 bytes, two lines at 2048
+// columns, and a line left to demand costs a full memory latency per row (cold NVFP4 matvec at
+// half the speed of affine until its second line was prefetched too).
+inline void prefetch_span(const uint8_t* p, int64_t bytes) {
+  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(63);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + uintptr_t(bytes);
+  for (uintptr_t line = first; line < end; line += 64) _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
+}
 
 // The x digits of one chunk: kParts pairs of (even columns, odd columns), most significant first.
 template <int kParts>
@@ -115,8 +122,9 @@ float affine4_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
   const __m512i lane_column =
       _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120);
   const int64_t chunks = w.cols / 128, groups = w.cols / kGroup;
-  _mm_prefetch(reinterpret_cast<const char*>(scales + kPrefetchRows * w.scales_row_stride), _MM_HINT_T0);
-  _mm_prefetch(reinterpret_cast<const char*>(biases + kPrefetchRows * w.biases_row_stride), _MM_HINT_T0);
+  const int64_t param_bytes = groups * (w.scale_dtype == DType::F32 ? 4 : 2);  // BF16 / F16 / F32
+  prefetch_span(scales + kPrefetchRows * w.scales_row_stride, param_bytes);
+  prefetch_span(biases + kPrefetchRows * w.biases_row_stride, param_bytes);
   for (int64_t first_chunk = 0; first_chunk < chunks; first_chunk += kChunksPerBlock) {
     const int64_t first_group = first_chunk * kGroupsPerChunk, left = groups - first_group;
     const __mmask16 mask = left >= 16 ? __mmask16(0xffff) : tail_mask(left);
@@ -177,7 +185,7 @@ float nvfp4_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
   __m512 acc = _mm512_setzero_ps();
   const __m512i table = nvfp4_biased_table();
   const int64_t chunks = w.cols / 128;
-  _mm_prefetch(reinterpret_cast<const char*>(scales + kPrefetchRows * w.scales_row_stride), _MM_HINT_T0);
+  prefetch_span(scales + kPrefetchRows * w.scales_row_stride, w.cols / 16);
   // One vector of 16 block scales covers two chunks (8 blocks of 16 columns each).
   for (int64_t first_chunk = 0; first_chunk < chunks; first_chunk += 2) {
     const __mmask16 mask = first_chunk + 1 < chunks ? __mmask16(0xffff) : __mmask16(0xff);

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "kernel_test_util.h"
+#include "kernels/backend.h"
 #include "kernels/isa.h"
 #include "kernels/vector_ops.h"
 #include "tensor/error.h"
@@ -92,6 +93,19 @@ TEST(VectorOps, RmsnormMatchesReferenceForEachWeightDtype) {
   }
   float x = 1.0f, out;
   EXPECT_THROW(kernels::rmsnorm(&x, {&x, DType::I32}, 1e-5f, 1, &out), Error);
+}
+
+TEST(Measure, StreamSumAddsEveryWordOnEachIsa) {
+  // Unaligned start and a length that is a multiple of 32 words but not of any unroll squared.
+  std::vector<uint64_t> words(32 * 37 + 1);
+  std::mt19937_64 rng(7);
+  for (uint64_t& w : words) w = rng();
+  uint64_t want = 0;
+  for (size_t i = 1; i < words.size(); ++i) want += words[i];
+  for (Isa isa : testable_isas()) {
+    SCOPED_TRACE(kernels::isa_name(isa));
+    EXPECT_EQ(kernels::detail::backend_for(isa).stream_sum(words.data() + 1, words.size() - 1), want);
+  }
 }
 
 TEST(Measure, BandwidthAndFmaPeakArePlausible) {
