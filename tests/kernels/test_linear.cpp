@@ -342,6 +342,39 @@ TEST(LinearPrecision, VnniVariantsAgreeBitwise) {
   kernels::detail::set_vnni_vbmi(saved_vbmi);
 }
 
+// AVX2's --fast 4-bit decode (vpmaddubsw) takes the same int8 x as the VNNI path and its integer
+// dots are exact too, so the two may differ only by f32 rounding in how lanes are summed: a
+// wrong lane scale or nibble anywhere shows far above that, even where it would hide inside the
+// q8 tolerance against the reference.
+TEST(LinearPrecision, Avx2FastDecodeAgreesWithVnni) {
+  if (!kernels::isa_supported(Isa::Avx512) || !kernels::detail::cpu_has_avx512_vnni())
+    GTEST_SKIP() << "this CPU has no AVX512_VNNI";
+  IsaGuard guard;
+  PrecisionGuard fast(kernels::MatmulPrecision::Bf16Activations);
+  std::mt19937 rng(17);
+  std::vector<FormatSpec> specs = {{WeightFormat::NvFp4, 4, 16, DType::F8_E4M3}};
+  for (int group : {8, 16, 32, 64, 128}) specs.push_back({WeightFormat::Affine, 4, group, DType::BF16});
+  specs.push_back({WeightFormat::Affine, 4, 64, DType::F16});
+  specs.push_back({WeightFormat::Affine, 4, 32, DType::F32});
+  for (const FormatSpec& spec : specs) {
+    for (int64_t cols : {128, 384, 2176}) {
+      SCOPED_TRACE(spec.name() + " cols=" + std::to_string(cols));
+      TestMatrix matrix(spec, 37, cols, 2, rng);
+      const WeightMatrix w = matrix.view(1);
+      std::vector<float> x = random_vector(cols, rng);
+      std::vector<float> vnni(size_t(w.rows), NAN), avx2(size_t(w.rows), NAN);
+      kernels::set_isa(Isa::Avx512);
+      kernels::matvec(w, x.data(), vnni.data());
+      kernels::set_isa(Isa::Avx2);
+      kernels::matvec(w, x.data(), avx2.data());
+      std::vector<double> vnni_wide(vnni.begin(), vnni.end());
+      std::vector<float> zero(vnni.size(), 0.0f);
+      const double output_rms = rms_error_over(zero, vnni_wide, 1.0);
+      EXPECT_LT(rms_error_over(avx2, vnni_wide, output_rms), 1e-6);
+    }
+  }
+}
+
 // The batched decode entry points against the reference, with products large enough to be
 // split across threads and chunks, sharing x or not, in every format family.
 TEST(LinearBatch, BatchesMatchReference) {
