@@ -68,15 +68,16 @@ def main():
                   f"inkling pp {ours['pp']:.1f} tg {ours['tg']:.2f} (read {ours['bw']:.1f} GB/s, eff {100 * ours['eff']:.0f}%)",
                   file=sys.stderr, flush=True)
     print(f"| comparison | llama.cpp pp{args.p} | inkling pp{args.p} | pp ratio | llama.cpp tg{args.n} | inkling tg{args.n} | "
-          f"tg ratio | inkling GB/token | read GB/s | inkling decode eff | llama.cpp decode eff |")
+          f"tg ratio | inkling GB/token | read GB/s | inkling decode eff | llama.cpp decode eff (at inkling's GB/token) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, gguf, ckpt, flags in pairs:
         llama, ours = results[name]["llama"], results[name]["ours"]
         med = statistics.median
         pp_ratio = med([o["pp"] / l["pp"] for o, l in zip(ours, llama)])
         tg_ratio = med([o["tg"] / l["tg"] for o, l in zip(ours, llama)])
-        # llama.cpp reads the same bytes per token on the same weights; its efficiency uses the
-        # bandwidth measured in the same round.
+        # Meaningful where llama.cpp reads the same bytes per token (same weights and formats); it
+        # uses the bandwidth measured in the same round. For pairs of different formats (NVFP4
+        # against Q4_0) it is not llama.cpp's efficiency.
         llama_eff = med([l["tg"] * o["bytes"] / (o["bw"] * 1e9) for o, l in zip(ours, llama)])
         print(f"| {name} {' '.join(flags)} | {med([l['pp'] for l in llama]):.1f} | {med([o['pp'] for o in ours]):.1f} | "
               f"{pp_ratio:.2f}x | {med([l['tg'] for l in llama]):.2f} | {med([o['tg'] for o in ours]):.2f} | {tg_ratio:.2f}x | "
