@@ -192,70 +192,20 @@ inline void prefetch_span(const uint8_t* p, int64_t bytes) {
 
 constexpr int64_t kPrefetchRows = 2;  // scale rows are prefetched this many rows ahead
 
-// One affine 4-bit row: sum over lanes of scale * x_scale * dot(codes, Q), plus the bias term
-// sum_g bias_g * sum(x^ over g) (group_sums_q8), so the result is exactly W . x^.
-template <int kGroup>
-float affine4_q8_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
-  const uint8_t* codes = w.data + r * w.row_stride;
-  const uint8_t* scales = w.scales + r * w.scales_row_stride;
-  const uint8_t* biases = w.biases + r * w.biases_row_stride;
-  const int64_t chunks = w.cols / 128, groups = w.cols / kGroup;
-  const int64_t param_bytes = groups * (w.scale_dtype == DType::F32 ? 4 : 2);
-  prefetch_span(scales + kPrefetchRows * w.scales_row_stride, param_bytes);
-  prefetch_span(biases + kPrefetchRows * w.biases_row_stride, param_bytes);
-  const __m256i nibble = _mm256_set1_epi8(15);
+// The walk both q8 rows share: per 32 bytes of codes (64 columns, eight lanes), the exact lane
+// dots from lane_dots(v, x even digits, x odd digits, first lane), converted and scaled by
+// lane_weight_scales(first column) times the x scales; returns the 8 lane sums.
+template <class LaneDots, class LaneWeightScales>
+inline __m256 q8_row_lanes(const uint8_t* codes, int64_t chunks, const PreparedX& px, const LaneDots& lane_dots,
+                           const LaneWeightScales& lane_weight_scales) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   for (int64_t ch = 0; ch < chunks; ++ch) {
     _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kStreamPrefetchBytes), _MM_HINT_T0);
     const int8_t* x = px.x_q8 + 128 * ch;
     for (int half = 0; half < 2; ++half) {
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 64 * ch + 32 * half));
-      const __m256i low = _mm256_and_si256(v, nibble), high = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
-      const __m256 dots = _mm256_cvtepi32_ps(q8_lane_dots(low, high, x + 32 * half, x + 64 + 32 * half));
-      const __m256 lane_scales =
-          _mm256_mul_ps(lane_group_scales<kGroup>(scales, w.scale_dtype, 128 * ch + 64 * half),
-                        _mm256_loadu_ps(px.x_q8_scale + 16 * ch + 8 * half));
-      if (half == 0)
-        acc0 = _mm256_fmadd_ps(dots, lane_scales, acc0);
-      else
-        acc1 = _mm256_fmadd_ps(dots, lane_scales, acc1);
-    }
-  }
-  int64_t g = 0;
-  for (; g + 8 <= groups; g += 8)
-    acc0 = _mm256_fmadd_ps(load8_params(biases, w.scale_dtype, g), _mm256_loadu_ps(px.group_sums_q8 + g), acc0);
-  float sum = reduce(_mm256_add_ps(acc0, acc1));
-  for (; g < groups; ++g) sum += load_param(biases, w.scale_dtype, g) * px.group_sums_q8[g];
-  return sum;
-}
-
-// One NVFP4 row: nibbles looked up as 2 * fp4 + 12 in [0, 24] (vpshufb, per 128-bit lane), the
-// +12 taken back out by x_q8_nvfp4_offset (-12 * sum(Q) per lane), 0.5 folded in at the end.
-float nvfp4_q8_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
-  const uint8_t* codes = w.data + r * w.row_stride;
-  const uint8_t* scales = w.scales + r * w.scales_row_stride;
-  const float* table = e4m3_table();
-  const int64_t chunks = w.cols / 128;
-  prefetch_span(scales + kPrefetchRows * w.scales_row_stride, w.cols / 16);
-  const __m256i values = _mm256_broadcastsi128_si256(
-      _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
-  const __m256i nibble = _mm256_set1_epi8(15);
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  for (int64_t ch = 0; ch < chunks; ++ch) {
-    _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kStreamPrefetchBytes), _MM_HINT_T0);
-    const int8_t* x = px.x_q8 + 128 * ch;
-    for (int half = 0; half < 2; ++half) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 64 * ch + 32 * half));
-      const __m256i low = _mm256_shuffle_epi8(values, _mm256_and_si256(v, nibble));
-      const __m256i high = _mm256_shuffle_epi8(values, _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble));
-      const __m256i offset =
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(px.x_q8_nvfp4_offset + 16 * ch + 8 * half));
-      const __m256 dots =
-          _mm256_cvtepi32_ps(_mm256_add_epi32(q8_lane_dots(low, high, x + 32 * half, x + 64 + 32 * half), offset));
-      // Lane l covers columns 8 l .. 8 l + 7 of the 64: block l / 2 of the four 16-column blocks.
-      const uint8_t* block = scales + 8 * ch + 4 * half;
-      const float s0 = table[block[0]], s1 = table[block[1]], s2 = table[block[2]], s3 = table[block[3]];
-      const __m256 lane_scales = _mm256_mul_ps(_mm256_setr_ps(s0, s0, s1, s1, s2, s2, s3, s3),
+      const __m256 dots = _mm256_cvtepi32_ps(lane_dots(v, x + 32 * half, x + 64 + 32 * half, 16 * ch + 8 * half));
+      const __m256 lane_scales = _mm256_mul_ps(lane_weight_scales(128 * ch + 64 * half),
                                                _mm256_loadu_ps(px.x_q8_scale + 16 * ch + 8 * half));
       if (half == 0)
         acc0 = _mm256_fmadd_ps(dots, lane_scales, acc0);
@@ -263,7 +213,60 @@ float nvfp4_q8_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
         acc1 = _mm256_fmadd_ps(dots, lane_scales, acc1);
     }
   }
-  return reduce(_mm256_add_ps(acc0, acc1)) * (0.5f * w.global_scale);
+  return _mm256_add_ps(acc0, acc1);
+}
+
+// One affine 4-bit row: sum over lanes of scale * x_scale * dot(codes, Q), plus the bias term
+// sum_g bias_g * sum(x^ over g) (group_sums_q8), so the result is exactly W . x^.
+template <int kGroup>
+float affine4_q8_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
+  const uint8_t* scales = w.scales + r * w.scales_row_stride;
+  const uint8_t* biases = w.biases + r * w.biases_row_stride;
+  const int64_t groups = w.cols / kGroup;
+  const int64_t param_bytes = groups * (w.scale_dtype == DType::F32 ? 4 : 2);
+  prefetch_span(scales + kPrefetchRows * w.scales_row_stride, param_bytes);
+  prefetch_span(biases + kPrefetchRows * w.biases_row_stride, param_bytes);
+  const __m256i nibble = _mm256_set1_epi8(15);
+  __m256 acc = q8_row_lanes(
+      w.data + r * w.row_stride, w.cols / 128, px,
+      [&](__m256i v, const int8_t* x_even, const int8_t* x_odd, int64_t) {
+        return q8_lane_dots(_mm256_and_si256(v, nibble), _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble), x_even,
+                            x_odd);
+      },
+      [&](int64_t column) { return lane_group_scales<kGroup>(scales, w.scale_dtype, column); });
+  int64_t g = 0;
+  for (; g + 8 <= groups; g += 8)
+    acc = _mm256_fmadd_ps(load8_params(biases, w.scale_dtype, g), _mm256_loadu_ps(px.group_sums_q8 + g), acc);
+  float sum = reduce(acc);
+  for (; g < groups; ++g) sum += load_param(biases, w.scale_dtype, g) * px.group_sums_q8[g];
+  return sum;
+}
+
+// One NVFP4 row: nibbles looked up as 2 * fp4 + 12 in [0, 24] (vpshufb, per 128-bit lane), the
+// +12 taken back out by x_q8_nvfp4_offset (-12 * sum(Q) per lane), 0.5 folded in at the end.
+float nvfp4_q8_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
+  const uint8_t* scales = w.scales + r * w.scales_row_stride;
+  const float* table = e4m3_table();
+  prefetch_span(scales + kPrefetchRows * w.scales_row_stride, w.cols / 16);
+  const __m256i values = _mm256_broadcastsi128_si256(
+      _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+  const __m256i nibble = _mm256_set1_epi8(15);
+  const __m256 lanes = q8_row_lanes(
+      w.data + r * w.row_stride, w.cols / 128, px,
+      [&](__m256i v, const int8_t* x_even, const int8_t* x_odd, int64_t first_lane) {
+        const __m256i low = _mm256_shuffle_epi8(values, _mm256_and_si256(v, nibble));
+        const __m256i high = _mm256_shuffle_epi8(values, _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble));
+        const __m256i offset =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(px.x_q8_nvfp4_offset + first_lane));
+        return _mm256_add_epi32(q8_lane_dots(low, high, x_even, x_odd), offset);
+      },
+      [&](int64_t column) {
+        // Lane l covers columns 8 l .. 8 l + 7 of the 64: block l / 2 of the four 16-column blocks.
+        const uint8_t* block = scales + column / 16;
+        const float s0 = table[block[0]], s1 = table[block[1]], s2 = table[block[2]], s3 = table[block[3]];
+        return _mm256_setr_ps(s0, s0, s1, s1, s2, s2, s3, s3);
+      });
+  return reduce(lanes) * (0.5f * w.global_scale);
 }
 
 template <int kGroup>
