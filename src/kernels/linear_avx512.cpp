@@ -625,7 +625,12 @@ uint64_t stream_sum(const uint64_t* data, size_t words) {
     a2 = _mm512_add_epi64(a2, _mm512_loadu_si512(data + i + 16));
     a3 = _mm512_add_epi64(a3, _mm512_loadu_si512(data + i + 24));
   }
-  return uint64_t(_mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3))));
+  // Summed as unsigned: _mm512_reduce_add_epi64 adds signed 64-bit lanes, which may overflow.
+  alignas(64) uint64_t lanes[8];
+  _mm512_store_si512(lanes, _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
+  uint64_t sum = 0;
+  for (uint64_t lane : lanes) sum += lane;
+  return sum;
 }
 
 }  // namespace
