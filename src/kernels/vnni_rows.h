@@ -33,9 +33,16 @@
 // One row at a time: each thread then reads a single stream strictly in order, which the
 // prefetchers follow best. Cold (decode) matvecs stream 1.4-1.9x faster than with 4-row blocks
 // (bench_kernels matvec/q4g64/expert_1024x2048: 12.0 -> 22.6 GB/s).
-// Software prefetch kStreamPrefetchBytes ahead in the code stream (simd_common.h), and the scales
-// (and biases) of the row two ahead (A/B, 8 alternating runs: expert matvec +10%, 2048 x 8192 +5%).
-constexpr int64_t kPrefetchBytes = kStreamPrefetchBytes;
+// Software prefetch ahead in the code stream, and the scales (and biases) of the row two ahead
+// (A/B, 8 alternating runs: expert matvec +10%, 2048 x 8192 +5%). With one digit of x (--fast)
+// 8 KiB ahead (eight 2048-column rows): the kernel then reads faster than one core's stream at
+// 2 KiB (INKLING_THREADS=1 tools/ab_kernels.py, 6 rounds: 2048-column matvecs +4-12%), and
+// whole-model decode gained in this host's fast phases (mlx-4bit +3.6% and +5.1%, NVFP4 +1.8%, 6
+// alternating rounds each); in slow phases, where two cores already saturate the host, kernels
+// measured 0.94-1.02x and the model 0.99x. With three digits (compute-bound) 8 KiB lost ~1%, so
+// exact precision keeps kStreamPrefetchBytes.
+template <int kParts>
+constexpr int64_t kPrefetchBytes = kParts == 1 ? 8192 : kStreamPrefetchBytes;
 constexpr int64_t kPrefetchRows = 2;
 
 // Every cache line of [p, p + bytes): a row of NVFP4 scales is cols / 16 bytes, two lines at 2048
@@ -134,7 +141,7 @@ float affine4_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
     for (int c = 0; c < kChunksPerBlock; ++c) {
       const int64_t ch = first_chunk + c;
       if (ch >= chunks) break;
-      _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kPrefetchBytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kPrefetchBytes<kParts>), _MM_HINT_T0);
       const ChunkX<kParts> x = load_chunk_x<kParts>(px, ch);
       // Lane l of chunk c belongs to group c * kGroupsPerChunk + 8 l / kGroup of the block.
       const __m512i lane_scale = _mm512_add_epi32(_mm512_srli_epi32(lane_column, kLaneShift),
@@ -194,7 +201,7 @@ float nvfp4_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
     for (int c = 0; c < 2; ++c) {
       const int64_t ch = first_chunk + c;
       if (ch >= chunks) break;
-      _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kPrefetchBytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kPrefetchBytes<kParts>), _MM_HINT_T0);
       const ChunkX<kParts> x = load_chunk_x<kParts>(px, ch);
       // Lane l covers columns 8 l .. 8 l + 7: block l / 2 of this chunk.
       const __m512i spread = _mm512_add_epi32(
