@@ -339,20 +339,51 @@ void check_pair(const WeightMatrix& gate, const WeightMatrix& up) {
                 "] differ in shape");
 }
 
+// When gate and up are the even and odd rows of one interleaved w13 tensor (weights, scales and
+// biases alike), the tensor itself as one matrix of 2 x rows: row 2 r is gate[r], 2 r + 1 is up[r].
+bool fused_w13(const WeightMatrix& gate, const WeightMatrix& up, WeightMatrix& w13) {
+  const bool same_format = gate.format == up.format && gate.bits == up.bits && gate.group_size == up.group_size &&
+                           gate.scale_dtype == up.scale_dtype && gate.global_scale == up.global_scale;
+  if (!same_format || gate.row_stride != up.row_stride || gate.row_stride % 2 != 0 ||
+      up.data != gate.data + gate.row_stride / 2)
+    return false;
+  auto interleaved = [](const uint8_t* even, const uint8_t* odd, int64_t even_stride, int64_t odd_stride) {
+    return even == nullptr ? odd == nullptr
+                           : even_stride == odd_stride && even_stride % 2 == 0 && odd == even + even_stride / 2;
+  };
+  if (!interleaved(gate.scales, up.scales, gate.scales_row_stride, up.scales_row_stride) ||
+      !interleaved(gate.biases, up.biases, gate.biases_row_stride, up.biases_row_stride))
+    return false;
+  w13 = gate;
+  w13.rows = 2 * gate.rows;
+  w13.row_stride = gate.row_stride / 2;
+  w13.scales_row_stride = gate.scales_row_stride / 2;
+  w13.biases_row_stride = gate.biases_row_stride / 2;
+  return true;
+}
+
 // out[r] = silu(gate[r] . x) * (up[r] . x) for r in [begin, end).
 void swiglu_rows(const Backend& backend, const WeightMatrix& gate, const WeightMatrix& up,
                  const PreparedX& gate_x, const PreparedX& up_x, int64_t begin, int64_t end,
                  float* out) {
-  // Gate and up blocks alternate so both streams are read in the same pass. When they are the
-  // even and odd rows of one interleaved w13 tensor, alternating single rows reads memory
-  // strictly in order, which the prefetcher streams best.
   constexpr int64_t kBlock = 32;
-  const bool interleaved =
-      gate.row_stride == up.row_stride && up.data == gate.data + gate.row_stride / 2;
-  const int64_t block = interleaved ? 1 : kBlock;
+  // An interleaved w13 goes through the kernels as the one matrix it is: memory is then read
+  // strictly in order, which the prefetchers stream best, and kernels that take rows in pairs
+  // (exact 4-bit VNNI) share each load of x between gate[r] and up[r].
+  WeightMatrix w13;
+  if (fused_w13(gate, up, w13)) {
+    float pairs[2 * kBlock];
+    for (int64_t r = begin; r < end; r += kBlock) {
+      const int64_t stop = std::min(end, r + kBlock);
+      backend.matvec_rows(w13, gate_x, 2 * r, 2 * stop, pairs);
+      for (int64_t i = r; i < stop; ++i) out[i] = silu(pairs[2 * (i - r)]) * pairs[2 * (i - r) + 1];
+    }
+    return;
+  }
+  // Separate matrices: gate and up blocks alternate so both streams are read in the same pass.
   float up_out[kBlock];
-  for (int64_t r = begin; r < end; r += block) {
-    const int64_t stop = std::min(end, r + block);
+  for (int64_t r = begin; r < end; r += kBlock) {
+    const int64_t stop = std::min(end, r + kBlock);
     backend.matvec_rows(gate, gate_x, r, stop, out + r);
     backend.matvec_rows(up, up_x, r, stop, up_out);
     for (int64_t i = r; i < stop; ++i) out[i] = silu(out[i]) * up_out[i - r];
