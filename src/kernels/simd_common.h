@@ -13,6 +13,16 @@ inline int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 // sequence of short streams. 4 KiB ahead measured the same as 2.
 constexpr int64_t kStreamPrefetchBytes = 2048;
 
+// Prefetches every cache line of [p, p + bytes). The 4-bit kernels prefetch whole scale rows
+// with it: a row of NVFP4 scales is cols / 16 bytes, two lines at 2048 columns, and a line left
+// to demand costs a full memory latency per row (cold NVFP4 matvec ran at half the affine rate
+// until its second line was prefetched too).
+inline void prefetch_span(const uint8_t* p, int64_t bytes) {
+  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(63);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + uintptr_t(bytes);
+  for (uintptr_t line = first; line < end; line += 64) _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
+}
+
 // Tokens per block of X so the block (rows of `x_row_bytes`) stays in L2 (1 MiB on Zen 4) while
 // weight row blocks stream past it; a multiple of the register tile's token count.
 inline int64_t x_token_block(int64_t x_row_bytes, int64_t tile_tokens) {

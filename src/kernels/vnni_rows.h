@@ -50,14 +50,6 @@ template <int kParts>
 constexpr int kRowsFor = kParts == 3 ? 2 : 1;
 constexpr int64_t kPrefetchRows = 2;
 
-// Every cache line of [p, p + bytes): a row of NVFP4 scales is cols / 16 bytes, two lines at 2048
-// columns, and a line left to demand costs a full memory latency per row (cold NVFP4 matvec at
-// half the speed of affine until its second line was prefetched too).
-inline void prefetch_span(const uint8_t* p, int64_t bytes) {
-  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(63);
-  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + uintptr_t(bytes);
-  for (uintptr_t line = first; line < end; line += 64) _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
-}
 
 // The x digits of one chunk: kParts pairs of (even columns, odd columns), most significant first.
 template <int kParts>
