@@ -65,7 +65,7 @@ struct Backend {
   double (*fma_burn)(int64_t iterations, float* sink);
   // Sum of `words` 64-bit integers (a multiple of 32) with enough independent accumulators
   // that the loop runs at load throughput, prefetched ahead as the decode kernels are: the
-  // bandwidth probe's read loop (a plain loop read 5-8% slower on Zen 5).
+  // bandwidth probe's read loop (a plain loop read 4-7% slower on Zen 5).
   uint64_t (*stream_sum)(const uint64_t* data, size_t words);
 };
 
