@@ -183,8 +183,6 @@ inline __m256 lane_group_scales(const uint8_t* scales, DType dtype, int64_t colu
   }
 }
 
-constexpr int64_t kPrefetchRows = 2;  // scale rows are prefetched this many rows ahead
-
 // The walk both q8 rows share: per 32 bytes of codes (64 columns, eight lanes), the exact lane
 // dots from lane_dots(v, x even digits, x odd digits, first lane), converted and scaled by
 // lane_weight_scales(first column) times the x scales; returns the 8 lane sums.

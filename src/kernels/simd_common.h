@@ -17,6 +17,8 @@ constexpr int64_t kStreamPrefetchBytes = 2048;
 // with it: a row of NVFP4 scales is cols / 16 bytes, two lines at 2048 columns, and a line left
 // to demand costs a full memory latency per row (cold NVFP4 matvec ran at half the affine rate
 // until its second line was prefetched too).
+// Scale rows are prefetched this many rows (or row pairs) ahead.
+constexpr int64_t kPrefetchRows = 2;
 inline void prefetch_span(const uint8_t* p, int64_t bytes) {
   const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(63);
   const uintptr_t end = reinterpret_cast<uintptr_t>(p) + uintptr_t(bytes);

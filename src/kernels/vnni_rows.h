@@ -30,8 +30,8 @@
 // and the exact factor 1/16 goes into the scales; with three, as plain codes (range).
 // NVFP4: vpdpbusd needs unsigned weights: the nibble is looked up as 2 * fp4 + 12 in [0, 24].
 
-// One row at a time: each thread then reads a single stream strictly in order, which the
-// prefetchers follow best. Cold (decode) matvecs stream 1.4-1.9x faster than with 4-row blocks
+// One row at a time (the exact kernel: two, below): each thread then reads a single stream
+// strictly in order, which the prefetchers follow best. Cold (decode) matvecs stream 1.4-1.9x faster than with 4-row blocks
 // (bench_kernels matvec/q4g64/expert_1024x2048: 12.0 -> 22.6 GB/s).
 // Software prefetch 8 KiB ahead in the code stream, and the scales (and biases) of the rows two
 // ahead (A/B, 8 alternating runs: expert matvec +10%, 2048 x 8192 +5%, against none). 8 KiB
@@ -48,8 +48,6 @@
 constexpr int64_t kPrefetchBytes = 8192;
 template <int kParts>
 constexpr int kRowsFor = kParts == 3 ? 2 : 1;
-constexpr int64_t kPrefetchRows = 2;
-
 
 // The x digits of one chunk: kParts pairs of (even columns, odd columns), most significant first.
 template <int kParts>
@@ -116,6 +114,8 @@ void affine4_row(const WeightMatrix& w, int64_t r, const PreparedX& px, float* y
   constexpr int kGroupsPerChunk = 128 / kGroup;
   constexpr int kChunksPerBlock = 16 / kGroupsPerChunk;  // chunks sharing one vector of 16 scales
   constexpr int kLaneShift = __builtin_ctz(unsigned(kGroup));
+  // One digit: both nibbles as 16 * code (one op fewer; 240 * 127 * 8 fits easily). Three digits
+  // (|Q| < 2^23): plain codes, so 15 * 2^23 * 8 stays below 2^31.
   constexpr bool kTimes16 = kParts == 1;
   const uint8_t* codes[kRows];
   const uint8_t* scales[kRows];
@@ -149,6 +149,7 @@ void affine4_row(const WeightMatrix& w, int64_t r, const PreparedX& px, float* y
       const int64_t ch = first_chunk + c;
       if (ch >= chunks) break;
       const ChunkX<kParts> x = load_chunk_x<kParts>(px, ch);
+      // Lane l of chunk c belongs to group c * kGroupsPerChunk + 8 l / kGroup of the block.
       const __m512i lane_scale = _mm512_add_epi32(_mm512_srli_epi32(lane_column, kLaneShift),
                                                   _mm512_set1_epi32(c * kGroupsPerChunk));
 #pragma GCC unroll 2
@@ -169,6 +170,7 @@ void affine4_row(const WeightMatrix& w, int64_t r, const PreparedX& px, float* y
       }
     }
   }
+  // The bias term goes into the same accumulator: one horizontal sum per row, not two.
 #pragma GCC unroll 2
   for (int i = 0; i < kRows; ++i) {
     for (int64_t g = 0; g < groups; g += 16) {
@@ -195,7 +197,6 @@ inline __m512i nvfp4_lookup(__m512i indices, __m512i table) {
   }
 }
 
-// kParts: digits of x (1 or 3). With 3, |Q| < 2^23: 24 * 2^23 * 8 still fits in int32.
 // kParts: digits of x (1 or 3). With 3, |Q| < 2^23: 24 * 2^23 * 8 still fits in int32.
 // kRows rows side by side (y[0 .. kRows)): they share each load of x.
 template <bool kVbmi, int kParts, int kRows>
