@@ -13,6 +13,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/thread_pool.h"
+#include "tensor/aligned_vector.h"
 #include "tensor/error.h"
 
 namespace inkling::kernels {
@@ -53,7 +54,7 @@ bool use_bf16_matmul(const Backend& backend, const WeightMatrix& w, int64_t n) {
 
 // X rounded to bf16 for one call; kept between calls to reuse the allocation.
 const uint16_t* round_to_bf16(const float* x, int64_t n, int64_t cols) {
-  thread_local std::vector<uint16_t> buffer;
+  thread_local AlignedVector<uint16_t> buffer;
   buffer.resize(size_t(n * detail::bf16_ldx(cols)));
   detail::bf16_round_rows(x, n, cols, buffer.data());
   return buffer.data();
@@ -91,12 +92,12 @@ struct PrepareCache {
   bool has_split = false, has_lanes = false, has_q8 = false, q8_ok = false;
   int q8_parts = 0;
   int sums_group = 0, q8_sums_group = 0;
-  std::vector<float> x_split, x_nibble_lanes, group_sums;
-  std::vector<int8_t> x_q8;
-  std::vector<float> x_q8_scale, x_hat, group_sums_q8;
-  std::vector<int32_t> x_q8_nvfp4_offset;
+  AlignedVector<float> x_split, x_nibble_lanes, group_sums;
+  AlignedVector<int8_t> x_q8;
+  AlignedVector<float> x_q8_scale, x_hat, group_sums_q8;
+  AlignedVector<int32_t> x_q8_nvfp4_offset;
   bool has_bf16 = false;
-  std::vector<uint16_t> x_bf16;
+  AlignedVector<uint16_t> x_bf16;
 };
 
 // PreparedX::x_q8 and friends (see backend.h), with `parts` int8 digits per column. False when x
@@ -139,7 +140,7 @@ bool quantize_q8(const float* x, int64_t cols, int parts, PrepareCache& cache) {
   return true;
 }
 
-void group_sums_of(const float* x, int64_t cols, int group_size, std::vector<float>& out) {
+void group_sums_of(const float* x, int64_t cols, int group_size, AlignedVector<float>& out) {
   const int64_t groups = cols / group_size;
   out.resize(size_t(groups));
   for (int64_t g = 0; g < groups; ++g) {

@@ -7,6 +7,7 @@
 
 #include "model/state.h"
 #include "model/weights.h"
+#include "tensor/aligned_vector.h"
 
 namespace inkling {
 
@@ -60,11 +61,12 @@ class InklingModel {
   std::vector<LayerVectors> vectors_;
   std::vector<float> embed_norm_, final_norm_;
 
-  // Scratch, sized for max_chunk tokens at construction.
-  std::vector<float> x_, h_, q_, k_, v_, r_, attn_out_, a_, m_, tmp_, router_logits_;
-  std::vector<float> expert_in_, expert_act_, expert_out_;
-  std::vector<float> attention_scores_;  // [threads, group * context]
-  std::vector<float> keys_t_;            // prefill: one KV head's keys for the chunk, transposed [d, span]
+  // Scratch, sized for max_chunk tokens at construction. Cache-line aligned: the kernels read
+  // activations in 64-byte vectors (tensor/aligned_vector.h).
+  AlignedVector<float> x_, h_, q_, k_, v_, r_, attn_out_, a_, m_, tmp_, router_logits_;
+  AlignedVector<float> expert_in_, expert_act_, expert_out_;
+  AlignedVector<float> attention_scores_;  // [threads, group * context]
+  AlignedVector<float> keys_t_;            // prefill: one KV head's keys for the chunk, transposed [d, span]
   std::vector<float> bias_by_dist_;      // prefill: [threads, R]
   std::vector<int32_t> routed_experts_;  // [chunk, k]
   std::vector<float> routing_weights_;   // [chunk, k + shared]

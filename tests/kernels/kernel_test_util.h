@@ -96,6 +96,9 @@ class TestMatrix {
     }
   }
 
+  // The scale bytes of row `row` of view(k) (NVFP4: cols / 16 E4M3 bytes), to plant values in.
+  uint8_t* scales_of_row(int k, int64_t row) { return scales_.data() + (row * stack_ + k) * param_row_bytes_; }
+
   WeightMatrix view(int k) const {
     WeightMatrix w;
     w.format = spec_.format;

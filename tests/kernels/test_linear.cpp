@@ -330,7 +330,9 @@ TEST(LinearPrecision, VnniVariantsAgreeBitwise) {
           std::vector<float> got(size_t(w.rows), NAN);
           kernels::matvec(w, x.data(), got.data());
           EXPECT_LT(relative_error(got, want), fast ? kVnniTolerance : kTolerance) << "vbmi=" << vbmi;
-          if (fast) EXPECT_LT(rms_error_over(got, want, output_rms), kVnniRmsTolerance) << "vbmi=" << vbmi;
+          if (fast) {
+            EXPECT_LT(rms_error_over(got, want, output_rms), kVnniRmsTolerance) << "vbmi=" << vbmi;
+          }
           outputs.push_back(std::move(got));
         }
         for (size_t i = 1; i < outputs.size(); ++i)
@@ -340,6 +342,43 @@ TEST(LinearPrecision, VnniVariantsAgreeBitwise) {
     }
   }
   kernels::detail::set_vnni_vbmi(saved_vbmi);
+}
+
+// The VNNI NVFP4 kernel decodes block scales with a shift when a row's are all non-negative and
+// finite (every real checkpoint), and in full otherwise: negative scales must still count as
+// negative and a NaN scale must reach its row's output (and only its row's), on every path.
+TEST(LinearPrecision, Nvfp4SignedAndNanScales) {
+  IsaGuard guard;
+  PrecisionGuard restore(kernels::matmul_precision());
+  std::mt19937 rng(23);
+  const FormatSpec spec{WeightFormat::NvFp4, 4, 16, DType::F8_E4M3};
+  for (int64_t cols : {128, 2176}) {  // 2176: 17 chunks, the last pair a single chunk
+    TestMatrix matrix(spec, 37, cols, 2, rng);
+    const int64_t scales_per_row = cols / 16;
+    for (int64_t i = 0; i < scales_per_row; ++i) *(matrix.scales_of_row(1, 3) + i) |= 0x80;  // all negative
+    *(matrix.scales_of_row(1, 10) + scales_per_row - 1) |= 0x80;  // one, in the last block
+    *(matrix.scales_of_row(1, 36) + 0) |= 0x80;                   // one, in the last row
+    const int64_t nan_row = 20;
+    *(matrix.scales_of_row(1, nan_row) + scales_per_row / 2) = 0x7f;
+    const WeightMatrix w = matrix.view(1);
+    std::vector<float> x = random_vector(cols, rng);
+    std::vector<double> want = reference_matmul(w, x.data(), 1);
+    ASSERT_TRUE(std::isnan(want[size_t(nan_row)]));
+    want[size_t(nan_row)] = 0.0;
+    for (auto precision : {kernels::MatmulPrecision::Bf16Activations, kernels::MatmulPrecision::Exact}) {
+      kernels::set_matmul_precision(precision);
+      const bool fast = precision == kernels::MatmulPrecision::Bf16Activations;
+      for (Isa isa : testable_isas()) {
+        SCOPED_TRACE(std::string(kernels::isa_name(isa)) + " cols=" + std::to_string(cols) + (fast ? " fast" : " exact"));
+        kernels::set_isa(isa);
+        std::vector<float> got(size_t(w.rows), 0.0f);
+        kernels::matvec(w, x.data(), got.data());
+        EXPECT_TRUE(std::isnan(got[size_t(nan_row)]));
+        got[size_t(nan_row)] = 0.0f;
+        EXPECT_LT(relative_error(got, want), fast ? kVnniTolerance : kTolerance);
+      }
+    }
+  }
 }
 
 // AVX2's --fast 4-bit decode (vpmaddubsw) takes the same int8 x as the VNNI path and its integer
