@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "tensor/aligned_vector.h"
 #include "tensor/dtype.h"
 
 namespace inkling {
@@ -19,7 +20,7 @@ struct KvCache {
   int64_t capacity = 0;   // slots
   int64_t row_elems = 0;  // n_kv * d
   bool ring = false;
-  std::vector<uint8_t> keys, values;
+  AlignedVector<uint8_t> keys, values;  // rows are read as 64-byte vectors
 
   int64_t slot(int64_t position) const { return ring ? position % capacity : position; }
   uint8_t* key_row(int64_t position) { return keys.data() + slot(position) * row_elems * dtype_size(dtype); }
