@@ -146,17 +146,30 @@ float dot_nvfp4(const WeightMatrix& w, int64_t r, const PreparedX& px) {
   return sum * w.global_scale;
 }
 
-// --fast 4-bit decode: x as int8 per 8 columns (PreparedX::x_q8, one digit), the integer dots
-// of the VNNI path (vnni_rows.h) built from vpmaddubsw + vpmaddwd, 32 bytes of codes (64
-// columns, eight 32-bit lanes of 8 columns) per step. Unsigned weights times signed digits: a
-// vpmaddubsw pair is at most 2 * 24 * 128 in magnitude, the low + high sum 12288 < 2^15, so the
-// int16 stage never saturates and the dots are exact. The f32 kernels above run at ~12 GB/s per
-// core on this work (compute-bound); these at ~30 (cold 2048 x 2048, Zen 5).
+// 4-bit decode on x as int8 digits per 8 columns (PreparedX::x_q8: one digit in fast precision,
+// three in exact), the integer dots of the VNNI path (vnni_rows.h) built from vpmaddubsw +
+// vpmaddwd, 32 bytes of codes (64 columns, eight 32-bit lanes of 8 columns) per step. Unsigned
+// weights times signed digits: a vpmaddubsw pair is at most 2 * 24 * 128 in magnitude, the low +
+// high sum 12288 < 2^15, so the int16 stage never saturates; digits fold most significant first
+// (shift a byte, add), and with three (|Q| < 2^23) a lane stays below 8 * 24 * 2^23 < 2^31, so
+// the dots are exact. Cold 2048 x 2048 on one Zen 5 core: the f32 kernels above ~12 GB/s
+// (compute-bound), one digit ~30.
 inline __m256i q8_lane_dots(__m256i low, __m256i high, const int8_t* x_even, const int8_t* x_odd) {
   const __m256i pairs = _mm256_add_epi16(
       _mm256_maddubs_epi16(low, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_even))),
       _mm256_maddubs_epi16(high, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_odd))));
   return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+}
+
+// The lanes of one half (32 bytes of codes) of a chunk against kParts digits of x; `x` is the
+// chunk's digits (kParts blocks of 128 bytes: even columns, then odd).
+template <int kParts>
+inline __m256i q8_digit_dots(__m256i low, __m256i high, const int8_t* x, int half) {
+  __m256i acc = q8_lane_dots(low, high, x + 32 * half, x + 64 + 32 * half);
+  for (int part = 1; part < kParts; ++part)
+    acc = _mm256_add_epi32(_mm256_slli_epi32(acc, 8),
+                           q8_lane_dots(low, high, x + 128 * part + 32 * half, x + 128 * part + 64 + 32 * half));
+  return acc;
 }
 
 // Eight affine scales / biases (BF16, F16 or F32) as f32.
@@ -184,18 +197,18 @@ inline __m256 lane_group_scales(const uint8_t* scales, DType dtype, int64_t colu
 }
 
 // The walk both q8 rows share: per 32 bytes of codes (64 columns, eight lanes), the exact lane
-// dots from lane_dots(v, x even digits, x odd digits, first lane), converted and scaled by
+// dots from lane_dots(v, chunk's x digits, half, first lane), converted and scaled by
 // lane_weight_scales(first column) times the x scales; returns the 8 lane sums.
-template <class LaneDots, class LaneWeightScales>
+template <int kParts, class LaneDots, class LaneWeightScales>
 inline __m256 q8_row_lanes(const uint8_t* codes, int64_t chunks, const PreparedX& px, const LaneDots& lane_dots,
                            const LaneWeightScales& lane_weight_scales) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   for (int64_t ch = 0; ch < chunks; ++ch) {
     _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kStreamPrefetchBytes), _MM_HINT_T0);
-    const int8_t* x = px.x_q8 + 128 * ch;
+    const int8_t* x = px.x_q8 + 128 * kParts * ch;
     for (int half = 0; half < 2; ++half) {
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 64 * ch + 32 * half));
-      const __m256 dots = _mm256_cvtepi32_ps(lane_dots(v, x + 32 * half, x + 64 + 32 * half, 16 * ch + 8 * half));
+      const __m256 dots = _mm256_cvtepi32_ps(lane_dots(v, x, half, 16 * ch + 8 * half));
       const __m256 lane_scales = _mm256_mul_ps(lane_weight_scales(128 * ch + 64 * half),
                                                _mm256_loadu_ps(px.x_q8_scale + 16 * ch + 8 * half));
       if (half == 0)
@@ -209,7 +222,7 @@ inline __m256 q8_row_lanes(const uint8_t* codes, int64_t chunks, const PreparedX
 
 // One affine 4-bit row: sum over lanes of scale * x_scale * dot(codes, Q), plus the bias term
 // sum_g bias_g * sum(x^ over g) (group_sums_q8), so the result is exactly W . x^.
-template <int kGroup>
+template <int kGroup, int kParts>
 float affine4_q8_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
   const uint8_t* scales = w.scales + r * w.scales_row_stride;
   const uint8_t* biases = w.biases + r * w.biases_row_stride;
@@ -218,11 +231,11 @@ float affine4_q8_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
   prefetch_span(scales + kPrefetchRows * w.scales_row_stride, param_bytes);
   prefetch_span(biases + kPrefetchRows * w.biases_row_stride, param_bytes);
   const __m256i nibble = _mm256_set1_epi8(15);
-  __m256 acc = q8_row_lanes(
+  __m256 acc = q8_row_lanes<kParts>(
       w.data + r * w.row_stride, w.cols / 128, px,
-      [&](__m256i v, const int8_t* x_even, const int8_t* x_odd, int64_t) {
-        return q8_lane_dots(_mm256_and_si256(v, nibble), _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble), x_even,
-                            x_odd);
+      [&](__m256i v, const int8_t* x, int half, int64_t) {
+        return q8_digit_dots<kParts>(_mm256_and_si256(v, nibble), _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble),
+                                     x, half);
       },
       [&](int64_t column) { return lane_group_scales<kGroup>(scales, w.scale_dtype, column); });
   int64_t g = 0;
@@ -234,7 +247,9 @@ float affine4_q8_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
 }
 
 // One NVFP4 row: nibbles looked up as 2 * fp4 + 12 in [0, 24] (vpshufb, per 128-bit lane), the
-// +12 taken back out by x_q8_nvfp4_offset (-12 * sum(Q) per lane), 0.5 folded in at the end.
+// +12 taken back out by x_q8_nvfp4_offset (-12 * sum(Q) per lane) once the digits are folded,
+// 0.5 folded in at the end.
+template <int kParts>
 float nvfp4_q8_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
   const uint8_t* scales = w.scales + r * w.scales_row_stride;
   const float* table = e4m3_table();
@@ -242,14 +257,14 @@ float nvfp4_q8_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
   const __m256i values = _mm256_broadcastsi128_si256(
       _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
   const __m256i nibble = _mm256_set1_epi8(15);
-  const __m256 lanes = q8_row_lanes(
+  const __m256 lanes = q8_row_lanes<kParts>(
       w.data + r * w.row_stride, w.cols / 128, px,
-      [&](__m256i v, const int8_t* x_even, const int8_t* x_odd, int64_t first_lane) {
+      [&](__m256i v, const int8_t* x, int half, int64_t first_lane) {
         const __m256i low = _mm256_shuffle_epi8(values, _mm256_and_si256(v, nibble));
         const __m256i high = _mm256_shuffle_epi8(values, _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble));
         const __m256i offset =
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(px.x_q8_nvfp4_offset + first_lane));
-        return _mm256_add_epi32(q8_lane_dots(low, high, x_even, x_odd), offset);
+        return _mm256_add_epi32(q8_digit_dots<kParts>(low, high, x, half), offset);
       },
       [&](int64_t column) {
         // Lane l covers columns 8 l .. 8 l + 7 of the 64: block l / 2 of the four 16-column blocks.
@@ -260,24 +275,30 @@ float nvfp4_q8_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
   return reduce(lanes) * (0.5f * w.global_scale);
 }
 
-template <int kGroup>
+template <int kGroup, int kParts>
 void affine4_q8_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end, float* y) {
-  for (int64_t r = row_begin; r < row_end; ++r) y[r - row_begin] = affine4_q8_row<kGroup>(w, r, px);
+  for (int64_t r = row_begin; r < row_end; ++r) y[r - row_begin] = affine4_q8_row<kGroup, kParts>(w, r, px);
 }
 
-// The matvec of a vnni_matvec_shape matrix with x given as x_q8 (one digit).
-void q8_matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end, float* y) {
+// The matvec of a vnni_matvec_shape matrix with x given as x_q8 (kParts digits).
+template <int kParts>
+void q8_matvec_rows_parts(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end, float* y) {
   if (w.format == WeightFormat::NvFp4) {
-    for (int64_t r = row_begin; r < row_end; ++r) y[r - row_begin] = nvfp4_q8_row(w, r, px);
+    for (int64_t r = row_begin; r < row_end; ++r) y[r - row_begin] = nvfp4_q8_row<kParts>(w, r, px);
     return;
   }
   switch (w.group_size) {
-    case 8: return affine4_q8_rows<8>(w, px, row_begin, row_end, y);
-    case 16: return affine4_q8_rows<16>(w, px, row_begin, row_end, y);
-    case 32: return affine4_q8_rows<32>(w, px, row_begin, row_end, y);
-    case 64: return affine4_q8_rows<64>(w, px, row_begin, row_end, y);
-    default: return affine4_q8_rows<128>(w, px, row_begin, row_end, y);
+    case 8: return affine4_q8_rows<8, kParts>(w, px, row_begin, row_end, y);
+    case 16: return affine4_q8_rows<16, kParts>(w, px, row_begin, row_end, y);
+    case 32: return affine4_q8_rows<32, kParts>(w, px, row_begin, row_end, y);
+    case 64: return affine4_q8_rows<64, kParts>(w, px, row_begin, row_end, y);
+    default: return affine4_q8_rows<128, kParts>(w, px, row_begin, row_end, y);
   }
+}
+
+void q8_matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end, float* y) {
+  if (px.x_q8_parts == 3) return q8_matvec_rows_parts<3>(w, px, row_begin, row_end, y);
+  q8_matvec_rows_parts<1>(w, px, row_begin, row_end, y);
 }
 
 bool affine_fast_path(const WeightMatrix& w) { return w.group_size % 16 == 0; }

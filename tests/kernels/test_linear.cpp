@@ -265,15 +265,17 @@ TEST(LinearPrecision, VnniMatvecAccuracyAtScale) {
   }
 }
 
-// Exact precision on VNNI CPUs: the 4-bit decode takes x as 24-bit integers per 8 columns (three
-// int8 digits) and sums exactly in int32, so its error must stay in the class of f32 arithmetic:
-// measured against the f32 FMA kernels (AVX2 path) on the bench shape.
-TEST(LinearPrecision, ExactVnniMatvecStaysF32Class) {
-  if (!kernels::isa_supported(Isa::Avx512) || !kernels::detail::cpu_has_avx512_vnni())
-    GTEST_SKIP() << "this CPU has no AVX512_VNNI";
+// Exact precision: the 4-bit decode of the VNNI and AVX2 paths takes x as 24-bit integers per 8
+// columns (three int8 digits) and sums exactly in int32, so its error must stay in the class of
+// f32 arithmetic: measured against the scalar path's f32 products on the bench shape.
+TEST(LinearPrecision, ExactIntegerMatvecStaysF32Class) {
   IsaGuard guard;
   PrecisionGuard exact(kernels::MatmulPrecision::Exact);
   std::mt19937 rng(8);
+  std::vector<Isa> integer_isas;
+  if (kernels::isa_supported(Isa::Avx512) && kernels::detail::cpu_has_avx512_vnni()) integer_isas.push_back(Isa::Avx512);
+  if (kernels::isa_supported(Isa::Avx2)) integer_isas.push_back(Isa::Avx2);
+  if (integer_isas.empty()) GTEST_SKIP() << "this CPU has neither AVX512_VNNI nor AVX2";
   for (FormatSpec spec : kExpertFormats) {
     TestMatrix matrix(spec, 512, 2048, 1, rng);
     const WeightMatrix w = matrix.view(0);
@@ -282,15 +284,19 @@ TEST(LinearPrecision, ExactVnniMatvecStaysF32Class) {
     std::vector<double> want = reference_matmul(w, x.data(), 1);
     std::vector<float> zero(want.size(), 0.0f);
     const double output_rms = rms_error_over(zero, want, 1.0);
-    std::vector<float> vnni(512, NAN), fma(512, NAN);
-    kernels::set_isa(Isa::Avx512);
-    kernels::matvec(w, x.data(), vnni.data());
-    kernels::set_isa(Isa::Avx2);
-    kernels::matvec(w, x.data(), fma.data());
-    const double vnni_error = rms_error_over(vnni, want, output_rms), fma_error = rms_error_over(fma, want, output_rms);
-    std::printf("[ measured ] %s exact: RMS error / output RMS: VNNI 24-bit %.2g, f32 FMA %.2g\n", spec.name().c_str(),
-                vnni_error, fma_error);
-    EXPECT_LT(vnni_error, std::max(4.0 * fma_error, 1e-7)) << spec.name();
+    std::vector<float> f32(512, NAN);
+    kernels::set_isa(Isa::Scalar);
+    kernels::matvec(w, x.data(), f32.data());
+    const double f32_error = rms_error_over(f32, want, output_rms);
+    for (Isa isa : integer_isas) {
+      std::vector<float> got(512, NAN);
+      kernels::set_isa(isa);
+      kernels::matvec(w, x.data(), got.data());
+      const double error = rms_error_over(got, want, output_rms);
+      std::printf("[ measured ] %s exact, %s: RMS error / output RMS: 24-bit integer %.2g, scalar f32 %.2g\n",
+                  spec.name().c_str(), kernels::isa_name(isa), error, f32_error);
+      EXPECT_LT(error, std::max(4.0 * f32_error, 1e-7)) << spec.name() << " " << kernels::isa_name(isa);
+    }
   }
 }
 
@@ -381,35 +387,39 @@ TEST(LinearPrecision, Nvfp4SignedAndNanScales) {
   }
 }
 
-// AVX2's --fast 4-bit decode (vpmaddubsw) takes the same int8 x as the VNNI path and its integer
-// dots are exact too, so the two may differ only by f32 rounding in how lanes are summed: a
-// wrong lane scale or nibble anywhere shows far above that, even where it would hide inside the
-// q8 tolerance against the reference.
-TEST(LinearPrecision, Avx2FastDecodeAgreesWithVnni) {
+// AVX2's 4-bit decode (vpmaddubsw) takes the same int8 digits of x as the VNNI path (one in fast
+// precision, three in exact) and its integer dots are exact too, so the two may differ only by
+// f32 rounding in how lanes are summed: a wrong lane scale, nibble or digit shift anywhere shows
+// far above that, even where it would hide inside the tolerance against the reference.
+TEST(LinearPrecision, Avx2IntegerDecodeAgreesWithVnni) {
   if (!kernels::isa_supported(Isa::Avx512) || !kernels::detail::cpu_has_avx512_vnni())
     GTEST_SKIP() << "this CPU has no AVX512_VNNI";
   IsaGuard guard;
-  PrecisionGuard fast(kernels::MatmulPrecision::Bf16Activations);
+  PrecisionGuard restore(kernels::matmul_precision());
   std::mt19937 rng(17);
   std::vector<FormatSpec> specs = {{WeightFormat::NvFp4, 4, 16, DType::F8_E4M3}};
   for (int group : {8, 16, 32, 64, 128}) specs.push_back({WeightFormat::Affine, 4, group, DType::BF16});
   specs.push_back({WeightFormat::Affine, 4, 64, DType::F16});
   specs.push_back({WeightFormat::Affine, 4, 32, DType::F32});
-  for (const FormatSpec& spec : specs) {
-    for (int64_t cols : {128, 384, 2176}) {
-      SCOPED_TRACE(spec.name() + " cols=" + std::to_string(cols));
-      TestMatrix matrix(spec, 37, cols, 2, rng);
-      const WeightMatrix w = matrix.view(1);
-      std::vector<float> x = random_vector(cols, rng);
-      std::vector<float> vnni(size_t(w.rows), NAN), avx2(size_t(w.rows), NAN);
-      kernels::set_isa(Isa::Avx512);
-      kernels::matvec(w, x.data(), vnni.data());
-      kernels::set_isa(Isa::Avx2);
-      kernels::matvec(w, x.data(), avx2.data());
-      std::vector<double> vnni_wide(vnni.begin(), vnni.end());
-      std::vector<float> zero(vnni.size(), 0.0f);
-      const double output_rms = rms_error_over(zero, vnni_wide, 1.0);
-      EXPECT_LT(rms_error_over(avx2, vnni_wide, output_rms), 1e-6);
+  for (auto precision : {kernels::MatmulPrecision::Bf16Activations, kernels::MatmulPrecision::Exact}) {
+    kernels::set_matmul_precision(precision);
+    const bool fast = precision == kernels::MatmulPrecision::Bf16Activations;
+    for (const FormatSpec& spec : specs) {
+      for (int64_t cols : {128, 384, 2176}) {
+        SCOPED_TRACE(spec.name() + " cols=" + std::to_string(cols) + (fast ? " fast" : " exact"));
+        TestMatrix matrix(spec, 37, cols, 2, rng);
+        const WeightMatrix w = matrix.view(1);
+        std::vector<float> x = random_vector(cols, rng);
+        std::vector<float> vnni(size_t(w.rows), NAN), avx2(size_t(w.rows), NAN);
+        kernels::set_isa(Isa::Avx512);
+        kernels::matvec(w, x.data(), vnni.data());
+        kernels::set_isa(Isa::Avx2);
+        kernels::matvec(w, x.data(), avx2.data());
+        std::vector<double> vnni_wide(vnni.begin(), vnni.end());
+        std::vector<float> zero(vnni.size(), 0.0f);
+        const double output_rms = rms_error_over(zero, vnni_wide, 1.0);
+        EXPECT_LT(rms_error_over(avx2, vnni_wide, output_rms), 1e-6);
+      }
     }
   }
 }
