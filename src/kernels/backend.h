@@ -46,6 +46,23 @@ struct PreparedX {
   const float* group_sums_q8 = nullptr;
 };
 
+// Where quantize_q8 writes PreparedX::x_q8 and friends for `chunks` chunks of 128 columns:
+// digits [chunks * 128 * parts], scales and nvfp4_offsets [chunks * 16], and x_hat [chunks * 128],
+// the dequantized x (scale * Q) in column order, from which the affine group sums are taken.
+struct Q8Buffers {
+  int8_t* digits;
+  float* scales;
+  int32_t* nvfp4_offsets;
+  float* x_hat;
+};
+
+// x as `parts` int8 digits per column (backend.h, PreparedX). False, with the buffers partly
+// written, when x has an inf or NaN (the f32 paths then propagate it as usual). Every backend's
+// version writes bit-identical buffers.
+bool quantize_q8_scalar(const float* x, int64_t chunks, int parts, const Q8Buffers& out);
+// Lanes whose largest |x| is below this are quantized as zeros (see quantize_q8_scalar).
+inline constexpr float kQ8SmallestLaneMax = 0x1p-100f;
+
 struct Backend {
   Isa isa;
   int nibble_chunk;  // columns per 4-bit unpack step (0: x_split not needed)
@@ -67,6 +84,8 @@ struct Backend {
   // that the loop runs at load throughput, prefetched ahead as the decode kernels are: the
   // bandwidth probe's read loop (a plain loop read 4-7% slower on Zen 5).
   uint64_t (*stream_sum)(const uint64_t* data, size_t words);
+  // quantize_q8_scalar's contract; vectorised where it pays (decode prepares several x per layer).
+  bool (*quantize_q8)(const float* x, int64_t chunks, int parts, const Q8Buffers& out);
 };
 
 const Backend& scalar_backend();

@@ -501,7 +501,7 @@ uint64_t stream_sum(const uint64_t* data, size_t words) {
 const Backend& avx2_backend() {
   static const Backend backend{Isa::Avx2,  16, 0,        Kernel256::kRows, matvec_rows,
                                matmul_rows, dot_f32,  axpy_f32,         sum_squares_f32,
-                               fma_burn,    stream_sum};
+                               fma_burn,    stream_sum,       quantize_q8_scalar};
   return backend;
 }
 

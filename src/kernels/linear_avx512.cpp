@@ -633,12 +633,75 @@ uint64_t stream_sum(const uint64_t* data, size_t words) {
   return sum;
 }
 
+// quantize_q8_scalar, 16 lanes of 8 columns at once: vector k of a chunk holds column 8 l + k of
+// every lane l (gathered), so the lane maxima, levels and digits are plain lane-wise operations in
+// the scalar code's order, and the results are bit-identical. ~10x the scalar rate: decode
+// prepares the x of every expert's down projection each layer.
+bool quantize_q8(const float* x, int64_t chunks, int parts, const Q8Buffers& out) {
+  const float levels = parts == 1 ? 127.0f : 127.0f * 65536.0f;
+  const __m512 levels_v = _mm512_set1_ps(levels), minus_levels = _mm512_set1_ps(-levels);
+  const __m512 largest_finite = _mm512_set1_ps(0x1.fffffep127f);
+  const __m512i lane_first_column = _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120);
+  const __m512i low_byte = _mm512_set1_epi32(0xff);
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const float* xc = x + 128 * ch;
+    __m512 column[8];
+    __m512 max_abs = _mm512_setzero_ps();
+    __mmask16 finite = 0xffff;
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      column[k] = _mm512_i32gather_ps(_mm512_add_epi32(lane_first_column, _mm512_set1_epi32(k)), xc, 4);
+      const __m512 magnitude = _mm512_abs_ps(column[k]);
+      finite &= _mm512_cmp_ps_mask(magnitude, largest_finite, _CMP_LE_OQ);  // false for inf and NaN
+      max_abs = _mm512_max_ps(max_abs, magnitude);
+    }
+    if (finite != 0xffff) return false;
+    const __mmask16 nonzero = _mm512_cmp_ps_mask(max_abs, _mm512_set1_ps(kQ8SmallestLaneMax), _CMP_GE_OQ);
+    const __m512 scale = _mm512_maskz_div_ps(nonzero, max_abs, levels_v);
+    const __m512 inverse = _mm512_maskz_div_ps(nonzero, levels_v, max_abs);
+    __m512i level[8];
+    __m512i sum = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      const __m512 nearest =
+          _mm512_roundscale_ps(_mm512_mul_ps(column[k], inverse), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      level[k] = _mm512_cvttps_epi32(_mm512_min_ps(levels_v, _mm512_max_ps(minus_levels, nearest)));
+      sum = _mm512_add_epi32(sum, level[k]);
+      _mm512_i32scatter_ps(out.x_hat + 128 * ch, _mm512_add_epi32(lane_first_column, _mm512_set1_epi32(k)),
+                           _mm512_mul_ps(scale, _mm512_cvtepi32_ps(level[k])), 4);
+    }
+    // Digits, lowest first: digit = the low byte as int8, rest = (rest - digit) / 256 (exact).
+    // Byte j / 2 of lane l in the even (odd) half is column 8 l + j for even (odd) j.
+    int8_t* q = out.digits + 128 * parts * ch;
+    for (int part = parts - 1; part >= 0; --part) {
+      __m512i digit[8];
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) {
+        digit[k] = _mm512_srai_epi32(_mm512_slli_epi32(level[k], 24), 24);
+        level[k] = _mm512_srai_epi32(_mm512_sub_epi32(level[k], digit[k]), 8);
+      }
+#pragma GCC unroll 2
+      for (int half = 0; half < 2; ++half) {
+        const __m512i bytes = _mm512_or_si512(
+            _mm512_or_si512(_mm512_and_si512(digit[half], low_byte),
+                            _mm512_slli_epi32(_mm512_and_si512(digit[half + 2], low_byte), 8)),
+            _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(digit[half + 4], low_byte), 16),
+                            _mm512_slli_epi32(digit[half + 6], 24)));
+        _mm512_storeu_si512(q + 128 * part + 64 * half, bytes);
+      }
+    }
+    _mm512_storeu_ps(out.scales + 16 * ch, scale);
+    _mm512_storeu_si512(out.nvfp4_offsets + 16 * ch, _mm512_mullo_epi32(sum, _mm512_set1_epi32(-12)));
+  }
+  return true;
+}
+
 }  // namespace
 
 const Backend& avx512_backend() {
   static const Backend backend{Isa::Avx512, 32, 128,        Kernel512::kRows, matvec_rows,
                                matmul_rows, dot_f32,   axpy_f32,         sum_squares_f32,
-                               fma_burn,    stream_sum};
+                               fma_burn,    stream_sum, quantize_q8};
   return backend;
 }
 

@@ -1,5 +1,6 @@
 // Portable kernels: the fallback on CPUs without AVX2, and the path for shapes the SIMD kernels
 // do not special-case (e.g. affine group sizes that are not a multiple of the vector width).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -138,9 +139,48 @@ uint64_t stream_sum(const uint64_t* data, size_t words) {
 
 }  // namespace
 
+bool quantize_q8_scalar(const float* x, int64_t chunks, int parts, const Q8Buffers& out) {
+  // |Q| <= 127 * 256^(parts - 1): the top digit of the balanced base-256 expansion stays in int8.
+  const float levels = parts == 1 ? 127.0f : 127.0f * 65536.0f;
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    int8_t* q = out.digits + 128 * parts * ch;
+    for (int lane = 0; lane < 16; ++lane) {
+      const int64_t c0 = 128 * ch + 8 * lane;
+      float max_abs = 0.0f;
+      for (int j = 0; j < 8; ++j) {
+        // std::max would pass a NaN over; it must end the quantization instead.
+        if (!std::isfinite(x[c0 + j])) return false;
+        max_abs = std::max(max_abs, std::fabs(x[c0 + j]));
+      }
+      // A lane this small would overflow levels / max_abs: it becomes zeros (its values are below
+      // 2^-100, far under the f32 rounding of any product they enter).
+      if (max_abs < kQ8SmallestLaneMax) max_abs = 0.0f;
+      const float scale = max_abs / levels, inverse = max_abs > 0.0f ? levels / max_abs : 0.0f;
+      int32_t sum = 0;
+      for (int j = 0; j < 8; ++j) {
+        // Integers below 2^24 are exact in f32, so Q is the nearest level.
+        const int32_t level = int32_t(std::min(levels, std::max(-levels, std::nearbyint(x[c0 + j] * inverse))));
+        // Byte b of the even / odd halves of each part is column 2 b / 2 b + 1 of the chunk; the
+        // last part holds the lowest digit.
+        int32_t rest = level;
+        for (int part = parts - 1; part >= 0; --part) {
+          const int8_t digit = int8_t(uint8_t(rest & 0xff));  // in [-128, 127]
+          q[128 * part + 64 * (j & 1) + (8 * lane + j) / 2] = digit;
+          rest = (rest - digit) / 256;
+        }
+        sum += level;
+        out.x_hat[c0 + j] = scale * float(level);
+      }
+      out.scales[16 * ch + lane] = scale;
+      out.nvfp4_offsets[16 * ch + lane] = -12 * sum;
+    }
+  }
+  return true;
+}
+
 const Backend& scalar_backend() {
-  static const Backend backend{Isa::Scalar, 0, 0,   1,           matvec_rows, matmul_rows,
-                               dot,         axpy, sum_squares, fma_burn,    stream_sum};
+  static const Backend backend{Isa::Scalar, 0,    0,           1,        matvec_rows,       matmul_rows, dot,
+                               axpy,        sum_squares, fma_burn, stream_sum, quantize_q8_scalar};
   return backend;
 }
 

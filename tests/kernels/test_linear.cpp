@@ -2,6 +2,9 @@
 // double accumulation: odd row counts, several column counts per format, strided (w13) views.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+
 #include "kernel_test_util.h"
 #include "kernels/backend.h"
 #include "kernels/linear.h"
@@ -382,6 +385,86 @@ TEST(LinearPrecision, Nvfp4SignedAndNanScales) {
         EXPECT_TRUE(std::isnan(got[size_t(nan_row)]));
         got[size_t(nan_row)] = 0.0f;
         EXPECT_LT(relative_error(got, want), fast ? kVnniTolerance : kTolerance);
+      }
+    }
+  }
+}
+
+// Each backend's quantize_q8 (the AVX-512 one vectorised) must write the scalar one's bytes: the
+// ISAs' 4-bit decodes are compared against each other on the same digits.
+TEST(LinearPrepare, QuantizeQ8SameOnEveryIsa) {
+  std::mt19937 rng(31);
+  const int64_t chunks = 17, cols = 128 * chunks;
+  std::vector<float> x = random_vector(cols, rng);
+  for (int j = 0; j < 8; ++j) x[size_t(8 + j)] = 0.0f;       // a lane of zeros
+  x[20] = -0.0f;
+  x[40] = 3.0e38f;                                          // near the top of f32
+  x[41] = -1.0e-40f;                                        // subnormal
+  for (int j = 0; j < 8; ++j) x[size_t(64 + j)] = 1.0e-42f * float(j - 3);  // a lane of subnormals
+  x[100] = 127.0f;                                          // ties at .5 after scaling
+  x[101] = 0.5f;
+  x[102] = 1.5f;
+  x[103] = -2.5f;
+  for (int parts : {1, 3}) {
+    auto run = [&](const kernels::detail::Backend& backend, std::vector<int8_t>& digits, std::vector<float>& scales,
+                   std::vector<int32_t>& offsets, std::vector<float>& x_hat) {
+      digits.assign(size_t(cols * parts), 0);
+      scales.assign(size_t(chunks * 16), 0.0f);
+      offsets.assign(size_t(chunks * 16), 0);
+      x_hat.assign(size_t(cols), 0.0f);
+      return backend.quantize_q8(x.data(), chunks, parts, {digits.data(), scales.data(), offsets.data(), x_hat.data()});
+    };
+    std::vector<int8_t> want_digits, digits;
+    std::vector<float> want_scales, scales, want_hat, x_hat;
+    std::vector<int32_t> want_offsets, offsets;
+    ASSERT_TRUE(run(kernels::detail::scalar_backend(), want_digits, want_scales, want_offsets, want_hat));
+    for (Isa isa : testable_isas()) {
+      SCOPED_TRACE(std::string(kernels::isa_name(isa)) + " parts=" + std::to_string(parts));
+      ASSERT_TRUE(run(kernels::detail::backend_for(isa), digits, scales, offsets, x_hat));
+      EXPECT_EQ(digits, want_digits);
+      EXPECT_EQ(0, std::memcmp(scales.data(), want_scales.data(), scales.size() * 4));
+      EXPECT_EQ(offsets, want_offsets);
+      EXPECT_EQ(0, std::memcmp(x_hat.data(), want_hat.data(), x_hat.size() * 4));
+    }
+  }
+  // A NaN or an inf anywhere ends the quantization on every ISA.
+  for (float bad : {NAN, INFINITY, -INFINITY}) {
+    for (int64_t at : {int64_t(0), int64_t(77), cols - 1}) {
+      std::vector<float> y = x;
+      y[size_t(at)] = bad;
+      for (Isa isa : testable_isas()) {
+        std::vector<int8_t> digits(static_cast<size_t>(cols));
+        std::vector<float> scales(static_cast<size_t>(chunks * 16)), x_hat(static_cast<size_t>(cols));
+        std::vector<int32_t> offsets(static_cast<size_t>(chunks * 16));
+        EXPECT_FALSE(kernels::detail::backend_for(isa).quantize_q8(y.data(), chunks, 1,
+                                                                    {digits.data(), scales.data(), offsets.data(), x_hat.data()}))
+            << kernels::isa_name(isa) << " value " << bad << " at " << at;
+      }
+    }
+  }
+}
+
+// An inf or NaN in x reaches the outputs of the 4-bit decode in both precisions, as it does in
+// f32 arithmetic (the integer paths fall back to the f32 kernels for such an x).
+TEST(LinearPrecision, NonFiniteActivationsPropagate) {
+  IsaGuard guard;
+  PrecisionGuard restore(kernels::matmul_precision());
+  std::mt19937 rng(37);
+  for (FormatSpec spec : kExpertFormats) {
+    TestMatrix matrix(spec, 9, 256, 1, rng);
+    const WeightMatrix w = matrix.view(0);
+    for (float bad : {NAN, INFINITY}) {
+      std::vector<float> x = random_vector(256, rng);
+      x[130] = bad;
+      for (auto precision : {kernels::MatmulPrecision::Bf16Activations, kernels::MatmulPrecision::Exact}) {
+        kernels::set_matmul_precision(precision);
+        for (Isa isa : testable_isas()) {
+          SCOPED_TRACE(spec.name() + " " + kernels::isa_name(isa) + " value " + std::to_string(bad));
+          kernels::set_isa(isa);
+          std::vector<float> got(9, 0.0f);
+          kernels::matvec(w, x.data(), got.data());
+          for (float v : got) EXPECT_FALSE(std::isfinite(v));
+        }
       }
     }
   }
