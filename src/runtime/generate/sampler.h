@@ -22,19 +22,33 @@ struct SamplingParams {
   void validate() const;
 };
 
+// Index of the largest logit, the lowest index among equals (torch.argmax); NaNs never win.
+int32_t argmax(std::span<const float> logits);
+
 class Sampler {
  public:
   explicit Sampler(SamplingParams params);
   // Picks the next token from `logits` (modified in place by the penalties); `history` is every
-  // token seen so far (prompt and generated) for the penalties.
+  // token seen so far (prompt and generated) for the penalties. Runs once per generated token
+  // over the whole vocabulary (~200k), so no step sorts it: top-k and top-p order only the tokens
+  // they keep.
   int32_t sample(std::span<float> logits, std::span<const int32_t> history);
   const SamplingParams& params() const { return params_; }
 
  private:
+  struct Candidate {
+    float logit;   // after penalties and temperature
+    float weight;  // exp(logit - largest logit)
+    int32_t id;
+  };
+  void apply_penalties(std::span<float> logits, std::span<const int32_t> history);
+  // Sorts the best `count` candidates to the front: highest logit first, lower id among equals.
+  void sort_best(size_t count);
+
   SamplingParams params_;
   std::mt19937_64 rng_;
-  std::vector<std::pair<float, int32_t>> candidates_;
-  std::vector<int32_t> counts_;
+  std::vector<Candidate> candidates_;
+  std::vector<int32_t> counts_;  // per vocabulary id, zero between calls
 };
 
 }  // namespace inkling
