@@ -10,8 +10,8 @@
 // and one FMA by (weight scale of the lane) * (x scale of the lane).
 //
 // Fast precision gives x one digit (llama.cpp's q8 activations); exact precision three (a 24-bit
-// integer, within f32 rounding of x: LinearPrecision.ExactVnniMatvecStaysF32Class measures it
-// against the f32 FMA kernels). Digits are folded most significant first, the partial sum shifted
+// integer, within f32 rounding of x: LinearPrecision.ExactIntegerMatvecStaysF32Class measures it
+// against the scalar f32 products). Digits are folded most significant first, the partial sum shifted
 // a byte left before each next one; every product and sum is an exact integer (the magnitudes
 // are bounded at each kernel).
 //
