@@ -102,7 +102,7 @@ Runner add_bench(CLI::App& app) {
       auto t1 = std::chrono::steady_clock::now();
       for (int i = 0; i < args->generate; ++i) {
         model.prefill(decode_state, std::span<const int32_t>(&token, 1), logits.data());
-        token = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        token = argmax(logits);
       }
       tg.push_back(double(args->generate) / seconds_since(t1));
       bandwidths_after.push_back(kernels::measure_read_bandwidth_gbs(size_t(256) << 20, threads));
