@@ -199,6 +199,23 @@ TEST(Sampler, VocabularyRowFiltersMatchAFullSort) {
   EXPECT_GT(past_first_prefix, draws / 2);
 }
 
+// Rows with no finite weights to draw from fall back to the argmax instead of dividing by NaN.
+TEST(Sampler, InfiniteAndNaNLogits) {
+  SamplingParams params;
+  params.temperature = 1.0f;
+  params.top_p = 0.9f;
+  Sampler sampler(params);
+  std::vector<float> with_inf = {0.0f, INFINITY, 1.0f, INFINITY};
+  EXPECT_EQ(sampler.sample(with_inf, {}), 1);
+  std::vector<float> all_minus_inf(5, -INFINITY);
+  EXPECT_EQ(sampler.sample(all_minus_inf, {}), 0);
+  std::vector<float> some_nan = {NAN, 0.0f, NAN, -50.0f};
+  for (int i = 0; i < 20; ++i) {
+    std::vector<float> row = some_nan;
+    EXPECT_EQ(sampler.sample(row, {}), 1);  // -50 is e^-50 of token 1's weight: outside top_p
+  }
+}
+
 TEST(Sampler, RejectsInvalidParameters) {
   SamplingParams params;
   params.temperature = -1.0f;

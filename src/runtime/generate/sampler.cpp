@@ -70,6 +70,8 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
   if (p.temperature == 0.0f) return argmax(logits);  // greedy
   float top = -std::numeric_limits<float>::infinity();
   for (int32_t id = 0; id < vocab; ++id) top = std::max(top, logits[size_t(id)] / p.temperature);
+  // An infinite top (or nothing but NaN / -inf) leaves no finite weights: the largest id wins.
+  if (!std::isfinite(top)) return argmax(logits);
   // Tokens more than 87 below the top (after temperature) weigh under float's smallest normal
   // next to its 1: they cannot be drawn, and leaving them out keeps the rest of the work small.
   const float floor = top - 87.0f;
@@ -78,7 +80,6 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
     const float logit = logits[size_t(id)] / p.temperature;
     if (logit >= floor) candidates_.push_back({logit, 0.0f, id});
   }
-  if (candidates_.empty()) return argmax(logits);  // no finite logits to weigh
   // Candidates stay in id order (any order samples the same distribution) unless a filter
   // ranks them.
   if (p.top_k > 0 && size_t(p.top_k) < candidates_.size()) {
