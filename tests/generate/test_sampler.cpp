@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -47,6 +48,27 @@ TEST(Argmax, LowestIdAmongTiesAndNaNsNeverWin) {
   EXPECT_EQ(argmax(long_row), 3);
   EXPECT_EQ(argmax(std::vector<float>{NAN, -1.0f, NAN, 0.5f}), 3);
   EXPECT_EQ(argmax(std::vector<float>{-INFINITY, -INFINITY}), 0);
+}
+
+TEST(RelativeWeights, MatchStdExpOverTheRange) {
+  std::vector<float> values;
+  for (float x = -87.0f; x <= 0.0f; x += 0.0137f) values.push_back(x);
+  values.push_back(0.0f);
+  values.push_back(-1e-30f);
+  values.push_back(-120.0f);  // below the range: exp(-87)
+  values.push_back(-3.4657359f);  // k ln2 - 0: a rounding boundary of k
+  std::vector<float> weights(values.size());
+  const float top = 2.5f;  // values are relative to it
+  std::vector<float> shifted(values.size());
+  for (size_t i = 0; i < values.size(); ++i) shifted[i] = values[i] + top;
+  relative_weights(shifted, top, weights);
+  double worst = 0.0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const double want = std::exp(double(std::max(shifted[i] - top, -87.0f)));
+    worst = std::max(worst, std::fabs(weights[i] - want) / want);
+  }
+  std::printf("[ measured ] relative_weights: worst relative error %.2g over %zu values\n", worst, values.size());
+  EXPECT_LT(worst, 3e-7);
 }
 
 TEST(Sampler, GreedyTakesTheLargestLogit) {
@@ -214,6 +236,26 @@ TEST(Sampler, InfiniteAndNaNLogits) {
     std::vector<float> row = some_nan;
     EXPECT_EQ(sampler.sample(row, {}), 1);  // -50 is e^-50 of token 1's weight: outside top_p
   }
+}
+
+// Without filters the draw walks the vocabulary in blocks by their sums: tokens far apart, in
+// blocks of their own and in partly empty ones, are drawn at their probabilities, NaNs never.
+TEST(Sampler, UnfilteredDrawAcrossBlocks) {
+  std::vector<float> logits(20001, -INFINITY);
+  logits[5] = 1.0f;
+  logits[15000] = 1.0f;
+  logits[15001] = NAN;
+  logits[20000] = 1.0f + std::log(2.0f);  // twice as likely as each of the others, in a last partial block
+  logits[7] = -200.0f;                     // below the floor: never
+  SamplingParams params;
+  params.temperature = 1.0f;
+  params.seed = 9;
+  const int samples = 8000;
+  std::map<int32_t, int> counts = draw(params, logits, samples);
+  EXPECT_EQ(counts.size(), 3u);
+  EXPECT_NEAR(counts[5], samples / 4, 5 * std::sqrt(samples * 0.25 * 0.75));
+  EXPECT_NEAR(counts[15000], samples / 4, 5 * std::sqrt(samples * 0.25 * 0.75));
+  EXPECT_NEAR(counts[20000], samples / 2, 5 * std::sqrt(samples * 0.25));
 }
 
 TEST(Sampler, RejectsInvalidParameters) {
