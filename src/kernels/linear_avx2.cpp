@@ -246,10 +246,34 @@ float affine4_q8_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
   return sum;
 }
 
+// True when none of the n E4M3 bytes has its sign bit set or is NaN (0x7F), as in every ModelOpt
+// file: the scales then decode in registers (e4m3x4_nonnegative_pairs) instead of by table.
+inline bool e4m3_nonnegative_finite(const uint8_t* bytes, int64_t n) {
+  const __m256i largest = _mm256_set1_epi8(0x7e);
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + i));
+    if (_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu8(v, largest), largest)) != -1) return false;
+  }
+  for (; i < n; ++i)
+    if (bytes[i] > 0x7e) return false;
+  return true;
+}
+
+// Four E4M3 scales in [0, 0x7E], one per two lanes: [s0, s0, s1, s1, s2, s2, s3, s3]. The bits
+// move to their f32 places and one multiply by 2^120 re-biases, subnormals included.
+inline __m256 e4m3x4_nonnegative_pairs(const uint8_t* block) {
+  int32_t bytes;
+  __builtin_memcpy(&bytes, block, 4);
+  const __m256i widened = _mm256_cvtepu8_epi32(_mm_cvtsi32_si128(bytes));
+  const __m256i pairs = _mm256_permutevar8x32_epi32(widened, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+  return _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(pairs, 20)), _mm256_set1_ps(0x1p120f));
+}
+
 // One NVFP4 row: nibbles looked up as 2 * fp4 + 12 in [0, 24] (vpshufb, per 128-bit lane), the
 // +12 taken back out by x_q8_nvfp4_offset (-12 * sum(Q) per lane) once the digits are folded,
-// 0.5 folded in at the end.
-template <int kParts>
+// 0.5 folded in at the end. kNonNegativeScales: the row passed e4m3_nonnegative_finite.
+template <int kParts, bool kNonNegativeScales>
 float nvfp4_q8_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
   const uint8_t* scales = w.scales + r * w.scales_row_stride;
   const float* table = e4m3_table();
@@ -269,6 +293,7 @@ float nvfp4_q8_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
       [&](int64_t column) {
         // Lane l covers columns 8 l .. 8 l + 7 of the 64: block l / 2 of the four 16-column blocks.
         const uint8_t* block = scales + column / 16;
+        if constexpr (kNonNegativeScales) return e4m3x4_nonnegative_pairs(block);
         const float s0 = table[block[0]], s1 = table[block[1]], s2 = table[block[2]], s3 = table[block[3]];
         return _mm256_setr_ps(s0, s0, s1, s1, s2, s2, s3, s3);
       });
@@ -284,7 +309,10 @@ void affine4_q8_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_beg
 template <int kParts>
 void q8_matvec_rows_parts(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end, float* y) {
   if (w.format == WeightFormat::NvFp4) {
-    for (int64_t r = row_begin; r < row_end; ++r) y[r - row_begin] = nvfp4_q8_row<kParts>(w, r, px);
+    for (int64_t r = row_begin; r < row_end; ++r)
+      y[r - row_begin] = e4m3_nonnegative_finite(w.scales + r * w.scales_row_stride, w.cols / 16)
+                             ? nvfp4_q8_row<kParts, true>(w, r, px)
+                             : nvfp4_q8_row<kParts, false>(w, r, px);
     return;
   }
   switch (w.group_size) {
