@@ -238,6 +238,39 @@ TEST(Sampler, InfiniteAndNaNLogits) {
   }
 }
 
+// A nucleus across two weight levels: 100 tokens at logit 5 hold 40% of the mass, 3000 at logit 2
+// the rest, so top_p 0.9 takes all of the first and the first ~2500 of the second (by id): a
+// prefilter that stopped at the heavy level would never draw the light one.
+TEST(Sampler, TopPAcrossWeightLevels) {
+  std::vector<float> logits(44000, -INFINITY);
+  for (int i = 0; i < 100; ++i) logits[size_t(300 * i + 1)] = 5.0f;  // odd ids
+  std::vector<int32_t> light;
+  for (int i = 0; i < 3000; ++i) {  // even ids, interleaved with the heavy ones
+    logits[size_t(14 * i)] = 2.0f;
+    light.push_back(14 * i);
+  }
+  const double heavy_mass = 100 * std::exp(5.0), light_mass = 3000 * std::exp(2.0);
+  const double light_needed = 0.9 * (heavy_mass + light_mass) - heavy_mass;
+  const size_t light_kept = size_t(std::ceil(light_needed / std::exp(2.0)));
+  const std::set<int32_t> kept_light(light.begin(), light.begin() + std::ptrdiff_t(light_kept));
+  SamplingParams params;
+  params.temperature = 1.0f;
+  params.top_p = 0.9f;
+  params.seed = 4;
+  const int samples = 2000;
+  int light_draws = 0;
+  for (const auto& [id, count] : draw(params, logits, samples)) {
+    if (logits[size_t(id)] == 2.0f) {
+      EXPECT_TRUE(kept_light.count(id)) << id;
+      light_draws += count;
+    } else {
+      EXPECT_EQ(logits[size_t(id)], 5.0f) << id;
+    }
+  }
+  const double light_share = light_needed / (heavy_mass + light_needed);  // ~0.55
+  EXPECT_NEAR(light_draws, light_share * samples, 5 * std::sqrt(samples * light_share * (1 - light_share)));
+}
+
 // Without filters the draw walks the vocabulary in blocks by their sums: tokens far apart, in
 // blocks of their own and in partly empty ones, are drawn at their probabilities, NaNs never.
 TEST(Sampler, UnfilteredDrawAcrossBlocks) {

@@ -192,9 +192,25 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
     candidates_.resize(kept);  // the top token always stays: its weight 1 >= min_p
     total = kept_total;
   }
-  // top-p: the smallest prefix of the ranking whose mass reaches top_p. Ranked in growing
-  // prefixes: a real distribution reaches its nucleus within a few hundred tokens.
+  // top-p: the smallest prefix of the ranking whose mass reaches top_p. Once the tokens weighing
+  // at least some w hold that mass, no lighter token can be in the prefix: w falls by 16x per
+  // pass until that holds, the lighter tokens go, and what is left is ranked in growing
+  // prefixes (a real distribution's nucleus is a few hundred tokens at most).
   if (p.top_p < 1.0f) {
+    const double needed = double(p.top_p) * total;
+    float lightest = 1.0f;  // the top token's weight
+    for (;;) {
+      double heavier = 0.0;
+      for (const Candidate& c : candidates_) heavier += c.weight >= lightest ? double(c.weight) : 0.0;
+      if (heavier >= needed || lightest < 1e-30f) break;
+      lightest *= 1.0f / 16.0f;
+    }
+    if (lightest >= 1e-30f) {
+      size_t kept = 0;
+      for (const Candidate& c : candidates_)
+        if (c.weight >= lightest) candidates_[kept++] = c;
+      candidates_.resize(kept);
+    }
     size_t ranked = std::min<size_t>(256, candidates_.size());
     size_t cut = candidates_.size();
     for (;;) {
