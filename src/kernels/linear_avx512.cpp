@@ -635,8 +635,9 @@ uint64_t stream_sum(const uint64_t* data, size_t words) {
 
 // quantize_q8_scalar, 16 lanes of 8 columns at once: vector k of a chunk holds column 8 l + k of
 // every lane l (gathered), so the lane maxima, levels and digits are plain lane-wise operations in
-// the scalar code's order, and the results are bit-identical. ~10x the scalar rate: decode
-// prepares the x of every expert's down projection each layer.
+// the scalar code's order, and the results are bit-identical. Decode prepares the x of every
+// expert's down projection each layer; preparing a 2048-column x (with the group sums) went from
+// ~5.2 to ~1.0 us.
 bool quantize_q8(const float* x, int64_t chunks, int parts, const Q8Buffers& out) {
   const float levels = parts == 1 ? 127.0f : 127.0f * 65536.0f;
   const __m512 levels_v = _mm512_set1_ps(levels), minus_levels = _mm512_set1_ps(-levels);
