@@ -117,6 +117,28 @@ void dense_rows(const WeightMatrix& w, int64_t r, const float* x, float* y) {
   for (int i = 0; i < R; ++i) y[i] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[i], acc1[i]));
 }
 
+// One bf16 row (decode, exact precision) against x_split (per 32 columns: the even columns, then
+// the odd ones). A 64-byte load holds 32 weights; each dword shifted left 16 is the even one as
+// f32, with its low half masked off the odd one: two ops per 32 weights where widening each half
+// of the load takes four. Columns past the last full 32 come from x in natural order.
+float bf16_split_row(const uint8_t* row, const float* x_split, const float* x, int64_t cols) {
+  const uint16_t* w = reinterpret_cast<const uint16_t*>(row);
+  const __m512i odd_half = _mm512_set1_epi32(int(0xffff0000u));
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  int64_t c = 0;
+  for (; c + 32 <= cols; c += 32) {
+    _mm_prefetch(reinterpret_cast<const char*>(w + c) + kStreamPrefetchBytes, _MM_HINT_T0);
+    const __m512i v = _mm512_loadu_si512(w + c);
+    a0 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), _mm512_loadu_ps(x_split + c), a0);
+    a1 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(v, odd_half)), _mm512_loadu_ps(x_split + c + 16), a1);
+  }
+  for (; c < cols; c += 16) {
+    const __mmask16 mask = cols - c >= 16 ? __mmask16(0xffff) : tail_mask(cols - c);
+    a0 = _mm512_fmadd_ps(load16_masked<WeightFormat::BF16>(row, c, mask), _mm512_maskz_loadu_ps(mask, x + c), a0);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+
 // W[r] . x = sum_g scale[g] * dot(codes_g, x_g) + bias[g] * sum(x_g). Needs group_size % 32 == 0.
 template <int kBits, int R>
 void affine_rows(const WeightMatrix& w, int64_t r, const PreparedX& px, float* y) {
@@ -395,6 +417,11 @@ void matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, 
       return;
     case WeightFormat::BF16:
       if (px.x_bf16) return bf16_matvec_rows(w, px.x_bf16, row_begin, row_end, y);
+      if (px.x_split && w.cols <= kSingleRowMaxCols) {
+        for (int64_t r = row_begin; r < row_end; ++r)
+          y[r - row_begin] = bf16_split_row(w.data + r * w.row_stride, px.x_split, px.x, w.cols);
+        return;
+      }
       for_decode_rows(w.cols, row_begin, row_end, y, [&](auto rows, int64_t r, float* out) {
         dense_rows<WeightFormat::BF16, decltype(rows)::value>(w, r, px.x, out);
       });
