@@ -34,10 +34,11 @@ std::atomic<MatmulPrecision>& precision_setting() {
   return precision;
 }
 
-bool fast_mode(const Backend& backend) {
-  return backend.isa == Isa::Avx512 &&
-         precision_setting().load(std::memory_order_relaxed) == MatmulPrecision::Bf16Activations;
+bool fast_precision() {
+  return precision_setting().load(std::memory_order_relaxed) == MatmulPrecision::Bf16Activations;
 }
+
+bool fast_mode(const Backend& backend) { return backend.isa == Isa::Avx512 && fast_precision(); }
 
 // The Bf16Activations prefill applies from this many tokens (below, rounding X costs more
 // than the faster tile saves).
@@ -157,12 +158,10 @@ PreparedX prepare(const WeightMatrix& w, const float* x, const Backend& backend,
   // 4-bit decode with VNNI: x as int8 digits, 1 in fast precision (llama.cpp's q8 activations on
   // a finer grid), 3 in exact precision (24-bit integers per 8 columns: within f32 rounding of x,
   // see backend.h). AVX2 takes the same digits (vpmaddubsw).
-  const bool fast_precision =
-      precision_setting().load(std::memory_order_relaxed) == MatmulPrecision::Bf16Activations;
   const bool vnni = backend.isa == Isa::Avx512 && detail::cpu_has_avx512_vnni();
   const bool avx2_q8 = backend.isa == Isa::Avx2;
   if (detail::vnni_matvec_shape(w) && (vnni || avx2_q8)) {
-    const int parts = fast_precision ? 1 : 3;
+    const int parts = fast_precision() ? 1 : 3;
     if (!cache.has_q8 || cache.q8_parts != parts) {
       cache.q8_ok = quantize_q8(x, cols, parts, backend, cache);
       cache.has_q8 = true;

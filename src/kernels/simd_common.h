@@ -13,12 +13,13 @@ inline int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 // sequence of short streams. 4 KiB ahead measured the same as 2.
 constexpr int64_t kStreamPrefetchBytes = 2048;
 
+// Scale rows are prefetched this many rows (or row pairs) ahead.
+constexpr int64_t kPrefetchRows = 2;
+
 // Prefetches every cache line of [p, p + bytes). The 4-bit kernels prefetch whole scale rows
 // with it: a row of NVFP4 scales is cols / 16 bytes, two lines at 2048 columns, and a line left
 // to demand costs a full memory latency per row (cold NVFP4 matvec ran at half the affine rate
 // until its second line was prefetched too).
-// Scale rows are prefetched this many rows (or row pairs) ahead.
-constexpr int64_t kPrefetchRows = 2;
 inline void prefetch_span(const uint8_t* p, int64_t bytes) {
   const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(63);
   const uintptr_t end = reinterpret_cast<uintptr_t>(p) + uintptr_t(bytes);

@@ -215,12 +215,6 @@ inline bool e4m3_nonnegative_finite(const uint8_t* bytes, int64_t n) {
   return outside == 0;
 }
 
-// e4m3x16_to_f32 for bytes in [0, 0x7E] (e4m3_nonnegative_finite): 3 vector ops instead of 9.
-inline __m512 e4m3x16_nonnegative_to_f32(const uint8_t* bytes, __mmask16 mask) {
-  const __m512i d = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mask, bytes));
-  return _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(d, 20)), _mm512_set1_ps(0x1p120f));
-}
-
 // kParts: digits of x (1 or 3). With 3, |Q| < 2^23: 24 * 2^23 * 8 still fits in int32.
 // kRows rows side by side (y[0 .. kRows)): they share each load of x. kNonNegativeScales: every
 // block scale of these rows passed e4m3_nonnegative_finite.
