@@ -8,6 +8,16 @@
 namespace inkling {
 namespace {
 
+// Decode reads each layer's K and V rows after the whole model's weights have streamed through
+// the caches since the last token, so they come from memory. Their addresses are known ahead (a
+// row per key, a fixed stride apart), but the strided, short rows do not train the hardware
+// prefetchers: without this, decode attention stalls on every row.
+constexpr int64_t kRowsAhead = 8;
+[[gnu::always_inline]] inline void prefetch_bytes(const void* start, int64_t bytes) {
+  const char* p = static_cast<const char*>(start);
+  for (int64_t offset = 0; offset < bytes; offset += 64) __builtin_prefetch(p + offset);
+}
+
 // exp(row[j] - best) / sum, in place; best is the row's maximum.
 [[gnu::always_inline]] inline void softmax_in_place(float* row, int64_t n, float best) {
   float total = 0.0f;
@@ -27,10 +37,12 @@ template <int H>
 [[gnu::always_inline]] inline void weighted_values(const float* probs, int64_t keys, int64_t heads, int64_t lo,
                                                    int64_t d, const KvHeadView& kv, float* out) {
   constexpr int64_t kColumns = H >= 8 ? 32 : H >= 4 ? 64 : 128;
+  const int64_t elem = kv.bf16 ? 2 : 4;
   for (int64_t c0 = 0; c0 < d; c0 += kColumns) {
     const int64_t width = std::min(kColumns, d - c0);
     float acc[H][kColumns] = {};
     for (int64_t j = 0; j < keys; ++j) {
+      if (j + kRowsAhead < keys) prefetch_bytes(kv.value(lo + j + kRowsAhead) + c0 * elem, width * elem);
       float v[kColumns];
       if (kv.bf16) {
         const auto* src = reinterpret_cast<const uint16_t*>(kv.value(lo + j)) + c0;
@@ -70,8 +82,11 @@ template <int G>
   const int64_t keys = p - lo + 1;
   float best[G];
   for (int h = 0; h < G; ++h) best[h] = -INFINITY;
+  const int64_t key_bytes = d * (kv.bf16 ? 2 : 4);
   for (int64_t j = lo; j <= p; ++j) {
     const int64_t dist = p - j;
+    if (j + kRowsAhead <= p) prefetch_bytes(kv.key(j + kRowsAhead), key_bytes);
+    if (dist >= kRowsAhead && dist - kRowsAhead < extent) prefetch_bytes(rel_proj_t + (dist - kRowsAhead) * dr, dr * 4);
     for (int h = 0; h < G; ++h) {
       float bias = 0.0f;
       if (dist < extent) {

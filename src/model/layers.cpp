@@ -9,10 +9,36 @@
 
 namespace inkling {
 
+namespace {
+
+// One decode step with the history length known at compile time: the per-channel loops unroll
+// and the window lives in registers. Each channel does the general loop's operations in its
+// order, so the two agree bit for bit.
+template <int64_t kHistory>
+void short_conv_step(const float* u, int64_t channels, const float* taps, float* state, const float* residual,
+                     float* out) {
+  for (int64_t c = 0; c < channels; ++c) {
+    const float* w = taps + c * (kHistory + 1);
+    const float value = u[c];
+    float y = value + w[kHistory] * value;
+    float window[kHistory];
+    for (int64_t j = 0; j < kHistory; ++j) window[j] = state[j * channels + c];
+    for (int64_t j = 0; j < kHistory; ++j) y += w[j] * window[j];
+    for (int64_t j = 0; j + 1 < kHistory; ++j) state[j * channels + c] = window[j + 1];
+    state[(kHistory - 1) * channels + c] = value;
+    out[c] = residual ? residual[c] + y : y;
+  }
+}
+
+}  // namespace
+
 void short_conv(const float* u, int64_t n, int64_t channels, const float* taps, int64_t kernel, float* state,
                 const float* residual, float* out) {
   const int64_t history = kernel - 1;
   if (history > 15) throw Error("short convolution kernel longer than 16 taps");
+  // Decode: the released models' kernel of 4 takes the unrolled step (the general loop below
+  // cost ~17 us per 2048 channels, 1.4% of a decoded token over the 16 convolutions of 8 layers).
+  if (n == 1 && history == 3) return short_conv_step<3>(u, channels, taps, state, residual, out);
   // Channels are independent; split them in blocks when the chunk is big enough to pay.
   constexpr int64_t kChannelBlock = 256;
   const int64_t blocks = (channels + kChannelBlock - 1) / kChannelBlock;
