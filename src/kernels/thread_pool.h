@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <type_traits>
 #include <utility>
 
@@ -58,6 +60,50 @@ void parallel_for(int64_t count, int max_threads, Body&& body) {
     for (int64_t item = next.fetch_add(1, std::memory_order_relaxed); item < count;
          item = next.fetch_add(1, std::memory_order_relaxed))
       body(item, part);
+  });
+}
+
+// Calls body(item, part) for every item in [0, starts.back()), the items given as contiguous
+// shares: share s is [starts[s], starts[s + 1]) (starts[0] == 0, starts non-decreasing). Part s
+// takes the items of share s in ascending order, so a thread whose items are consecutive pieces
+// of memory reads one ascending stream: parallel_for hands items out in global order, and each
+// thread's stream then jumps at every item, which costs cold-stream time on every jump. A part
+// done with its share takes items one at a time from the back of the share with the most left:
+// a core slowed by something else hands over the end of its share, and its own stream goes on.
+// Shares beyond the parts that run are taken over that way too. `part` is unique among bodies
+// running at once, as in parallel_for.
+template <class Body>
+void parallel_for_shares(std::span<const int64_t> starts, Body&& body) {
+  const int shares = int(starts.size()) - 1;
+  if (shares <= 0 || starts.back() <= 0) return;
+  // One word per share, on its own cache line: the next item in the high half, the end in the
+  // low half, so the owner's claim from the front and a thief's from the back race on one CAS.
+  struct alignas(64) Share {
+    std::atomic<uint64_t> range;
+  };
+  const std::unique_ptr<Share[]> range(new Share[size_t(shares)]);
+  for (int s = 0; s < shares; ++s)
+    range[size_t(s)].range.store(uint64_t(starts[size_t(s)]) << 32 | uint64_t(starts[size_t(s) + 1]),
+                                 std::memory_order_relaxed);
+  parallel_run(shares, [&](int part, int) {
+    std::atomic<uint64_t>& own = range[size_t(part)].range;
+    for (uint64_t word = own.load(std::memory_order_relaxed); uint32_t(word >> 32) < uint32_t(word);) {
+      if (own.compare_exchange_weak(word, word + (uint64_t(1) << 32), std::memory_order_relaxed))
+        body(int64_t(word >> 32), part);
+    }
+    for (;;) {
+      int victim = -1;
+      uint64_t word = 0;
+      uint32_t most = 0;
+      for (int s = 0; s < shares; ++s) {
+        const uint64_t w = range[size_t(s)].range.load(std::memory_order_relaxed);
+        const uint32_t left = uint32_t(w) > uint32_t(w >> 32) ? uint32_t(w) - uint32_t(w >> 32) : 0;
+        if (left > most) most = left, victim = s, word = w;
+      }
+      if (victim < 0) return;
+      if (range[size_t(victim)].range.compare_exchange_strong(word, word - 1, std::memory_order_relaxed))
+        body(int64_t(uint32_t(word) - 1), part);
+    }
   });
 }
 

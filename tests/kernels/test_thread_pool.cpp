@@ -54,6 +54,38 @@ TEST(ThreadPool, ParallelForCoversEveryItemOnce) {
   kernels::parallel_for(0, 3, [&](int64_t, int) { FAIL() << "no items to visit"; });
 }
 
+TEST(ThreadPool, SharesCoverEveryItemOnceAndRunInOrder) {
+  ThreadCountGuard guard;
+  for (int threads : {1, 2, 3}) {
+    kernels::set_thread_count(threads);
+    // Uneven shares, an empty one, and more shares than threads (those are all taken over).
+    const std::vector<int64_t> starts = {0, 700, 700, 1500, 1503, 4000};
+    const int shares = int(starts.size()) - 1;
+    std::vector<std::atomic<int>> hits(size_t(starts.back()));
+    std::vector<std::vector<int64_t>> seen(static_cast<size_t>(shares));  // items each part took, in order
+    kernels::parallel_for_shares(starts, [&](int64_t item, int part) {
+      hits[size_t(item)].fetch_add(1);
+      seen[size_t(part)].push_back(item);  // parts running at once are distinct
+    });
+    for (int64_t i = 0; i < starts.back(); ++i) ASSERT_EQ(hits[size_t(i)].load(), 1) << "item " << i;
+    // Each part took what it got of its own share first, from the front and in ascending order
+    // (another part may have taken the back, or all of it if this one started late), and
+    // nothing of its own share after that.
+    for (int part = 0; part < std::min(threads, shares); ++part) {
+      const std::vector<int64_t>& items = seen[size_t(part)];
+      const int64_t begin = starts[size_t(part)], end = starts[size_t(part) + 1];
+      size_t k = 0;
+      for (int64_t expected = begin; k < items.size() && items[k] == expected; ++k, ++expected) {
+      }
+      for (size_t j = k; j < items.size(); ++j)
+        EXPECT_TRUE(items[j] < begin || items[j] >= end)
+            << threads << " threads: part " << part << " took item " << items[j] << " of its share out of order";
+    }
+  }
+  kernels::parallel_for_shares(std::vector<int64_t>{0}, [&](int64_t, int) { FAIL() << "no shares"; });
+  kernels::parallel_for_shares(std::vector<int64_t>{0, 0, 0}, [&](int64_t, int) { FAIL() << "no items"; });
+}
+
 TEST(ThreadPool, NestedCallsRunInline) {
   ThreadCountGuard guard;
   kernels::set_thread_count(2);
