@@ -46,5 +46,31 @@ TEST(TransformersGolden, TinyOriginalF32TokenExactF32Kv) { check_golden("origina
 TEST(TransformersGolden, TinyOriginalBf16TokenExactF32Kv) { check_golden("original-bf16", DType::F32, 1e-4); }
 TEST(TransformersGolden, TinyOriginalF32Bf16Kv) { check_golden("original-f32", DType::BF16, 3e-2); }
 
+// The callback is documented to see the logits before the sampler's penalties, which change
+// them in place: with a repetition penalty the prompt's ids are penalised, and the callback must
+// still see the model's own logits for them.
+TEST(Generate, CallbackSeesLogitsBeforePenalties) {
+  const Checkpoint& ckpt = testing::open_tiny("original-f32");
+  InklingModel model(ckpt, RunOptions{});
+  const std::vector<int32_t> prompt = {5, 6, 7};
+  auto first_logits = [&](float repetition_penalty) {
+    SequenceState state = model.new_sequence();
+    GenerateOptions options;
+    options.max_tokens = 1;
+    options.stop_ids = {};
+    options.sampling.repetition_penalty = repetition_penalty;
+    std::vector<float> seen;
+    generate(model, state, prompt, options, [&](int32_t, std::span<const float> logits) {
+      seen.assign(logits.begin(), logits.end());
+      return true;
+    });
+    return seen;
+  };
+  const std::vector<float> plain = first_logits(1.0f), penalised = first_logits(2.0f);
+  ASSERT_EQ(plain.size(), size_t(model.vocab()));
+  for (int32_t id : prompt) ASSERT_NE(plain[size_t(id)], 0.0f);  // a penalty would change them
+  EXPECT_EQ(penalised, plain);
+}
+
 }  // namespace
 }  // namespace inkling

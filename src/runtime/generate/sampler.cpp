@@ -79,6 +79,10 @@ void relative_weights(std::span<const float> values, float top, std::span<float>
 
 Sampler::Sampler(SamplingParams params) : params_(params), rng_(params.seed) { params_.validate(); }
 
+bool Sampler::changes_logits() const {
+  return params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
+}
+
 void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> history) {
   const SamplingParams& p = params_;
   const int32_t vocab = int32_t(logits.size());
@@ -154,8 +158,7 @@ int32_t Sampler::draw_by_id(float floor) {
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
   const int32_t vocab = int32_t(logits.size());
   const SamplingParams& p = params_;
-  if (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f)
-    apply_penalties(logits, history);
+  if (changes_logits()) apply_penalties(logits, history);
   if (p.temperature == 0.0f) return argmax(logits);  // greedy
   scaled_.resize(size_t(vocab));
   const float inverse_temperature = 1.0f / p.temperature;

@@ -38,6 +38,8 @@ class Sampler {
   // over the whole vocabulary (~200k), so no step sorts it: top-k and top-p order only the tokens
   // they keep.
   int32_t sample(std::span<float> logits, std::span<const int32_t> history);
+  // Whether sample() changes the logits it is given (only the penalties do).
+  bool changes_logits() const;
   const SamplingParams& params() const { return params_; }
 
  private:
