@@ -232,6 +232,37 @@ TEST(LinearCache, SameActivationPointerWithNewContents) {
   }
 }
 
+// A batch checks its caches against x once for all its products, and products with different
+// group sizes on one x must each get their own group sums.
+TEST(LinearCache, BatchOnOneActivationRewrittenInPlace) {
+  IsaGuard guard;
+  std::mt19937 rng(12);
+  TestMatrix q4_g32({WeightFormat::Affine, 4, 32, DType::BF16}, 9, 256, 1, rng);
+  TestMatrix q4_g64({WeightFormat::Affine, 4, 64, DType::F16}, 9, 256, 1, rng);
+  TestMatrix fp4({WeightFormat::NvFp4, 4, 16, DType::F8_E4M3}, 9, 256, 1, rng);
+  const WeightMatrix ws[] = {q4_g32.view(0), q4_g64.view(0), fp4.view(0)};
+  for (auto precision : {kernels::MatmulPrecision::Exact, kernels::MatmulPrecision::Bf16Activations}) {
+    PrecisionGuard batch_precision(precision);
+    for (Isa isa : testable_isas()) {
+      SCOPED_TRACE(kernels::isa_name(isa));
+      kernels::set_isa(isa);
+      std::vector<float> x = random_vector(256, rng);
+      for (int round = 0; round < 3; ++round) {
+        std::vector<std::vector<float>> got(3, std::vector<float>(9, NAN));
+        const kernels::MatvecProduct batch[] = {
+            {&ws[0], x.data(), got[0].data()}, {&ws[1], x.data(), got[1].data()}, {&ws[2], x.data(), got[2].data()}};
+        kernels::matvec_batch(batch);
+        // Stale sums or digits are off by O(1); int8 activations (fast) by ~1e-2 on 256 columns.
+        const double tolerance = precision == kernels::MatmulPrecision::Exact ? kTolerance : 5e-2;
+        for (int i = 0; i < 3; ++i)
+          EXPECT_LT(relative_error(got[size_t(i)], reference_matmul(ws[i], x.data(), 1)), tolerance)
+              << "round " << round << ", product " << i;
+        for (float& v : x) v = v * 0.5f + 0.25f;  // same buffer, new values
+      }
+    }
+  }
+}
+
 // The precision switch is an API: default Bf16Activations (INKLING_EXACT unset), settable.
 TEST(LinearPrecision, SetAndGet) {
   PrecisionGuard guard(kernels::matmul_precision());
