@@ -576,9 +576,13 @@ TEST(LinearBatch, BatchesMatchReference) {
       outputs[i].assign(size_t(gates[i].rows), NAN);
       fronts.push_back({&gates[i], &ups[i], i % 2 ? x_other.data() : x_shared.data(), outputs[i].data()});
     }
+    // Gate and up in different formats on one x (affine 301 x 1024 and NVFP4 301 x 1024).
+    outputs.emplace_back(size_t(gates[2].rows), NAN);
+    fronts.push_back({&gates[2], &ups[4], x_shared.data(), outputs.back().data()});
     kernels::swiglu_matvec_batch(fronts);
-    for (size_t i = 0; i < matrices.size(); ++i) {
-      std::vector<double> g = reference_matmul(gates[i], fronts[i].x, 1), u = reference_matmul(ups[i], fronts[i].x, 1);
+    for (size_t i = 0; i < fronts.size(); ++i) {
+      std::vector<double> g = reference_matmul(*fronts[i].gate, fronts[i].x, 1),
+                          u = reference_matmul(*fronts[i].up, fronts[i].x, 1);
       std::vector<double> want(g.size());
       for (size_t r = 0; r < g.size(); ++r) want[r] = silu(g[r]) * u[r];
       EXPECT_LT(relative_error(outputs[i], want), 5 * kTolerance) << "swiglu product " << i;
