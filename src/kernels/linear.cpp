@@ -18,6 +18,7 @@
 
 namespace inkling::kernels {
 
+
 namespace {
 
 using detail::Backend;
@@ -309,6 +310,11 @@ struct RowChunk {
 struct RowChunks {
   std::vector<RowChunk> chunks;
   std::vector<int64_t> share_starts;  // threads + 1 chunk indices
+  // The chunk after `item` when it starts another product (a new stream), else null.
+  const RowChunk* next_stream(int64_t item) const {
+    const size_t next = size_t(item) + 1;
+    return next < chunks.size() && chunks[next].task != chunks[size_t(item)].task ? &chunks[next] : nullptr;
+  }
 };
 
 template <class GetMatrix>
@@ -378,10 +384,39 @@ bool fused_w13(const WeightMatrix& gate, const WeightMatrix& up, WeightMatrix& w
   return true;
 }
 
+// Prefetches the start of a stream a kernel is about to begin: rows from `row` of w (their first
+// bytes of codes, and the scales and biases of the first rows). Each of a thread's switches to a
+// new matrix otherwise waits a memory latency per stream before the prefetchers catch on: MLX
+// experts (separate gate and up) on two threads read 7% faster with the up stream's start
+// prefetched during the gate's last rows.
+void prefetch_rows_start(const WeightMatrix& w, int64_t row) {
+  constexpr int64_t kCodeBytes = 4096, kParamRows = 4;
+  const uint8_t* codes = w.data + row * w.row_stride;
+  for (int64_t offset = 0; offset < kCodeBytes; offset += 64) __builtin_prefetch(codes + offset);
+  for (const auto& [params, stride] : {std::pair{w.scales, w.scales_row_stride}, std::pair{w.biases, w.biases_row_stride}}) {
+    if (!params) continue;
+    const uint8_t* first = params + row * stride;
+    for (int64_t offset = 0; offset < kParamRows * stride; offset += 64) __builtin_prefetch(first + offset);
+  }
+}
+
+// Rows [begin, end) of w through the kernel; when `next` is given (the matrix whose rows from
+// next_row the thread reads after these), its stream's start is prefetched while the last
+// ~8 KiB of these rows are read.
+void rows_then_prefetch(const Backend& backend, const WeightMatrix& w, const PreparedX& x, int64_t begin,
+                        int64_t end, float* y, const WeightMatrix* next, int64_t next_row) {
+  if (!next) return backend.matvec_rows(w, x, begin, end, y);
+  const int64_t rest = std::min(end - begin, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, w.row_stride)));
+  backend.matvec_rows(w, x, begin, end - rest, y);
+  prefetch_rows_start(*next, next_row);
+  backend.matvec_rows(w, x, end - rest, end, y + (end - rest - begin));
+}
+
 // out[r] = silu(gate[r] . x) * (up[r] . x) for r in [begin, end).
+// `next` / next_row: the matrix (gate, or fused w13) and row the thread goes on with, if another.
 void swiglu_rows(const Backend& backend, const WeightMatrix& gate, const WeightMatrix& up,
                  const PreparedX& gate_x, const PreparedX& up_x, int64_t begin, int64_t end,
-                 float* out) {
+                 float* out, const WeightMatrix* next, int64_t next_row) {
   constexpr int64_t kBlock = 128;
   float block[2 * kBlock];
   // An interleaved w13 goes through the kernels as the one matrix it is: memory is then read
@@ -391,7 +426,7 @@ void swiglu_rows(const Backend& backend, const WeightMatrix& gate, const WeightM
   if (fused_w13(gate, up, w13)) {
     for (int64_t r = begin; r < end; r += kBlock) {
       const int64_t stop = std::min(end, r + kBlock);
-      backend.matvec_rows(w13, gate_x, 2 * r, 2 * stop, block);
+      rows_then_prefetch(backend, w13, gate_x, 2 * r, 2 * stop, block, stop == end ? next : nullptr, next_row);
       for (int64_t i = r; i < stop; ++i) out[i] = silu(block[2 * (i - r)]) * block[2 * (i - r) + 1];
     }
     return;
@@ -399,10 +434,10 @@ void swiglu_rows(const Backend& backend, const WeightMatrix& gate, const WeightM
   // Separate matrices (MLX): all of the chunk's gate rows, then its up rows. Each switch between
   // the two restarts a cold stream; alternating them in blocks of 32 rows read the MLX experts
   // at 80% of the bandwidth probe on two threads, whole chunks at 92% (fast host phase).
-  backend.matvec_rows(gate, gate_x, begin, end, out + begin);
+  rows_then_prefetch(backend, gate, gate_x, begin, end, out + begin, &up, begin);
   for (int64_t r = begin; r < end; r += 2 * kBlock) {
     const int64_t stop = std::min(end, r + 2 * kBlock);
-    backend.matvec_rows(up, up_x, r, stop, block);
+    rows_then_prefetch(backend, up, up_x, r, stop, block, stop == end ? next : nullptr, next_row);
     for (int64_t i = r; i < stop; ++i) out[i] = silu(out[i]) * block[i - r];
   }
 }
@@ -435,7 +470,10 @@ void matvec_batch(std::span<const MatvecProduct> products) {
   parallel_for_shares(split.share_starts, [&](int64_t item, int) {
     const RowChunk& c = split.chunks[size_t(item)];
     const MatvecProduct& p = products[size_t(c.task)];
-    backend.matvec_rows(*p.w, prepared[size_t(c.task)], c.begin, c.end, p.y + c.begin);
+    // A thread takes its share in order: the next chunk is usually its next stream.
+    const RowChunk* next = split.next_stream(item);
+    rows_then_prefetch(backend, *p.w, prepared[size_t(c.task)], c.begin, c.end, p.y + c.begin,
+                       next ? products[size_t(next->task)].w : nullptr, next ? next->begin : 0);
   });
 }
 
@@ -488,8 +526,9 @@ void swiglu_matvec_batch(std::span<const SwigluProduct> products) {
   parallel_for_shares(split.share_starts, [&](int64_t item, int) {
     const RowChunk& c = split.chunks[size_t(item)];
     const SwigluProduct& p = products[size_t(c.task)];
+    const RowChunk* next = split.next_stream(item);
     swiglu_rows(backend, *p.gate, *p.up, gate_x[size_t(c.task)], up_x[size_t(c.task)], c.begin,
-                c.end, p.out);
+                c.end, p.out, next ? products[size_t(next->task)].gate : nullptr, next ? next->begin : 0);
   });
 }
 
