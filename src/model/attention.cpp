@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "tensor/dtype.h"
 
@@ -13,6 +14,44 @@ namespace {
 // row per key, a fixed stride apart), but the strided, short rows do not train the hardware
 // prefetchers: without this, decode attention stalls on every row.
 constexpr int64_t kRowsAhead = 8;
+
+// 16 floats as one value (GCC vector extension): one zmm in the x86-64-v4 clone, two ymm or four
+// xmm in the others. Accumulators declared as arrays of floats lived on the stack: every
+// multiply-add went through a store and a reload.
+// (GCC warns that such values change the ABI of functions built without AVX-512; these are all
+// inlined within one translation unit.)
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef float Floats16 __attribute__((vector_size(64)));
+typedef uint16_t Halves16 __attribute__((vector_size(32)));
+typedef uint32_t Words16 __attribute__((vector_size(64)));
+
+[[gnu::always_inline]] inline Floats16 load16(const float* p) {
+  Floats16 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+[[gnu::always_inline]] inline void store16(float* p, Floats16 v) { std::memcpy(p, &v, sizeof(v)); }
+// 16 bf16 values widened exactly, as bf16_to_f32 does one.
+[[gnu::always_inline]] inline Floats16 load16_bf16(const uint16_t* p) {
+  Halves16 raw;
+  std::memcpy(&raw, p, sizeof(raw));
+  const Words16 wide = __builtin_convertvector(raw, Words16) << 16;
+  Floats16 v;
+  std::memcpy(&v, &wide, sizeof(v));
+  return v;
+}
+// The lanes' sum in a fixed order, halves folded onto each other (lane l + 8 onto l, then
+// l + 4, ...): the same result on every clone.
+[[gnu::always_inline]] inline float sum16(Floats16 v) {
+  typedef float Floats8 __attribute__((vector_size(32)));
+  typedef float Floats4 __attribute__((vector_size(16)));
+  const Floats8 eight = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+                        __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  const Floats4 four = __builtin_shufflevector(eight, eight, 0, 1, 2, 3) +
+                       __builtin_shufflevector(eight, eight, 4, 5, 6, 7);
+  const float two[2] = {four[0] + four[2], four[1] + four[3]};
+  return two[0] + two[1];
+}
 [[gnu::always_inline]] inline void prefetch_bytes(const void* start, int64_t bytes) {
   const char* p = static_cast<const char*>(start);
   for (int64_t offset = 0; offset < bytes; offset += 64) __builtin_prefetch(p + offset);
@@ -38,32 +77,40 @@ template <int H>
                                                    int64_t d, const KvHeadView& kv, float* out) {
   constexpr int64_t kColumns = H >= 8 ? 32 : H >= 4 ? 64 : 128;
   const int64_t elem = kv.bf16 ? 2 : 4;
-  for (int64_t c0 = 0; c0 < d; c0 += kColumns) {
-    const int64_t width = std::min(kColumns, d - c0);
+  constexpr int64_t kVectors = kColumns / 16;
+  const int64_t whole = d / kColumns * kColumns;
+  for (int64_t c0 = 0; c0 < whole; c0 += kColumns) {  // accumulators in registers
+    Floats16 acc[H][kVectors] = {};
+    for (int64_t j = 0; j < keys; ++j) {
+      if (j + kRowsAhead < keys) prefetch_bytes(kv.value(lo + j + kRowsAhead) + c0 * elem, kColumns * elem);
+      Floats16 v[kVectors];
+      for (int64_t k = 0; k < kVectors; ++k)
+        v[k] = kv.bf16 ? load16_bf16(reinterpret_cast<const uint16_t*>(kv.value(lo + j)) + c0 + 16 * k)
+                       : load16(reinterpret_cast<const float*>(kv.value(lo + j)) + c0 + 16 * k);
+      for (int64_t h = 0; h < heads; ++h) {
+        const float a = probs[h * keys + j];
+        for (int64_t k = 0; k < kVectors; ++k) acc[h][k] += a * v[k];
+      }
+    }
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t k = 0; k < kVectors; ++k) store16(out + h * d + c0 + 16 * k, acc[h][k]);
+  }
+  for (int64_t c0 = whole; c0 < d; c0 += kColumns) {  // a last partial block of columns
+    const int64_t width = d - c0;
     float acc[H][kColumns] = {};
     for (int64_t j = 0; j < keys; ++j) {
       if (j + kRowsAhead < keys) prefetch_bytes(kv.value(lo + j + kRowsAhead) + c0 * elem, width * elem);
       float v[kColumns];
       if (kv.bf16) {
         const auto* src = reinterpret_cast<const uint16_t*>(kv.value(lo + j)) + c0;
-        if (width == kColumns) {
-#pragma omp simd
-          for (int64_t i = 0; i < kColumns; ++i) v[i] = bf16_to_f32(src[i]);
-        } else {
-          for (int64_t i = 0; i < width; ++i) v[i] = bf16_to_f32(src[i]);
-        }
+        for (int64_t i = 0; i < width; ++i) v[i] = bf16_to_f32(src[i]);
       } else {
         const auto* src = reinterpret_cast<const float*>(kv.value(lo + j)) + c0;
         std::copy(src, src + width, v);
       }
       for (int64_t h = 0; h < heads; ++h) {
         const float a = probs[h * keys + j];
-        if (width == kColumns) {
-#pragma omp simd
-          for (int64_t i = 0; i < kColumns; ++i) acc[h][i] += a * v[i];
-        } else {
-          for (int64_t i = 0; i < width; ++i) acc[h][i] += a * v[i];
-        }
+        for (int64_t i = 0; i < width; ++i) acc[h][i] += a * v[i];
       }
     }
     for (int64_t h = 0; h < heads; ++h) std::copy(acc[h], acc[h] + width, out + h * d + c0);
@@ -71,42 +118,55 @@ template <int H>
 }
 
 // Attention of the `G` query heads that share one KV head, over keys lo..p: score = tau * (q.k / d +
-// bias(dist)), the bias read from the transposed rel_proj for dist < extent; softmax; out = sum
-// p_j v_j. The group walks K once and V once (each row serves all G heads while it is in L1), so
-// decode reads the cache once per KV head, not once per query head. q / r / out hold the group's
-// heads back to back; scores is [G, p - lo + 1].
+// bias(dist)), the bias from rel_proj ([d_rel, R], as stored) for dist < extent; softmax; out =
+// sum p_j v_j. The group walks K once and V once (each row serves all G heads while it is in L1),
+// so decode reads the cache once per KV head, not once per query head. q / r / out hold the
+// group's heads back to back; scores is scratch of G * (p - lo + 1 + min(extent, p - lo + 1)).
+//
+// The dot products are summed in 16 lanes, then in a fixed tree: a plain `dot += q[i] * k[i]`
+// is one serial chain of adds (the compiler may not reorder float sums), which made decode
+// attention ~95 cycles per head and key.
 template <int G>
-[[gnu::always_inline]] inline void attend_group(const float* q, const float* r, const float* rel_proj_t, int64_t d,
+[[gnu::always_inline]] inline void attend_group(const float* q, const float* r, const float* rel_proj, int64_t d,
                                                 int64_t dr, int64_t extent, float tau, float inv_d, int64_t lo,
                                                 int64_t p, const KvHeadView& kv, float* scores, float* out) {
+  constexpr int64_t kLanes = 16;
   const int64_t keys = p - lo + 1;
+  const int64_t near = std::min(extent, keys);  // distances that carry a bias
+  // bias[h * near + dist], built along the distances (vectorised), in the order of e.
+  float* bias = scores + G * keys;
+  for (int h = 0; h < G; ++h) {
+    float* row = bias + h * near;
+    std::fill(row, row + near, 0.0f);
+    for (int64_t e = 0; e < dr; ++e) {
+      const float re = r[h * dr + e];
+      const float* rel = rel_proj + e * extent;
+      for (int64_t dist = 0; dist < near; ++dist) row[dist] += re * rel[dist];
+    }
+  }
   float best[G];
   for (int h = 0; h < G; ++h) best[h] = -INFINITY;
   const int64_t key_bytes = d * (kv.bf16 ? 2 : 4);
+  const int64_t full = d / kLanes * kLanes;
   for (int64_t j = lo; j <= p; ++j) {
-    const int64_t dist = p - j;
     if (j + kRowsAhead <= p) prefetch_bytes(kv.key(j + kRowsAhead), key_bytes);
-    if (dist >= kRowsAhead && dist - kRowsAhead < extent) prefetch_bytes(rel_proj_t + (dist - kRowsAhead) * dr, dr * 4);
+    const uint8_t* key = kv.key(j);
+    Floats16 part[G] = {};
+    for (int64_t i0 = 0; i0 < full; i0 += kLanes) {
+      const Floats16 k = kv.bf16 ? load16_bf16(reinterpret_cast<const uint16_t*>(key) + i0)
+                                 : load16(reinterpret_cast<const float*>(key) + i0);
+      for (int h = 0; h < G; ++h) part[h] += load16(q + h * d + i0) * k;
+    }
+    float dot[G];
+    for (int h = 0; h < G; ++h) dot[h] = sum16(part[h]);
+    for (int64_t i = full; i < d; ++i) {  // head dims that are not a multiple of 16
+      const float k = kv.bf16 ? bf16_to_f32(reinterpret_cast<const uint16_t*>(key)[i])
+                              : reinterpret_cast<const float*>(key)[i];
+      for (int h = 0; h < G; ++h) dot[h] += q[h * d + i] * k;
+    }
+    const int64_t dist = p - j;
     for (int h = 0; h < G; ++h) {
-      float bias = 0.0f;
-      if (dist < extent) {
-        const float* pt = rel_proj_t + dist * dr;
-        const float* rh = r + h * dr;
-#pragma omp simd reduction(+ : bias)
-        for (int64_t e = 0; e < dr; ++e) bias += rh[e] * pt[e];
-      }
-      const float* qh = q + h * d;
-      float dot = 0.0f;
-      if (kv.bf16) {
-        const auto* k = reinterpret_cast<const uint16_t*>(kv.key(j));
-#pragma omp simd reduction(+ : dot)
-        for (int64_t i = 0; i < d; ++i) dot += qh[i] * bf16_to_f32(k[i]);
-      } else {
-        const auto* k = reinterpret_cast<const float*>(kv.key(j));
-#pragma omp simd reduction(+ : dot)
-        for (int64_t i = 0; i < d; ++i) dot += qh[i] * k[i];
-      }
-      const float score = tau * (dot * inv_d + bias);
+      const float score = tau * (dot[h] * inv_d + (dist < near ? bias[h * near + dist] : 0.0f));
       scores[h * keys + (j - lo)] = score;
       best[h] = std::max(best[h], score);
     }
@@ -121,17 +181,17 @@ template <int G>
 // attention cost). Group sizes of the released models (4, 8) and 1 / 2 get unrolled bodies;
 // others run head by head.
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-void attend_kv_group(int64_t group, const float* q, const float* r, const float* rel_proj_t, int64_t d, int64_t dr,
+void attend_kv_group(int64_t group, const float* q, const float* r, const float* rel_proj, int64_t d, int64_t dr,
                      int64_t extent, float tau, float inv_d, int64_t lo, int64_t p, const KvHeadView& kv,
                      float* scores, float* out) {
   switch (group) {
-    case 1: return attend_group<1>(q, r, rel_proj_t, d, dr, extent, tau, inv_d, lo, p, kv, scores, out);
-    case 2: return attend_group<2>(q, r, rel_proj_t, d, dr, extent, tau, inv_d, lo, p, kv, scores, out);
-    case 4: return attend_group<4>(q, r, rel_proj_t, d, dr, extent, tau, inv_d, lo, p, kv, scores, out);
-    case 8: return attend_group<8>(q, r, rel_proj_t, d, dr, extent, tau, inv_d, lo, p, kv, scores, out);
+    case 1: return attend_group<1>(q, r, rel_proj, d, dr, extent, tau, inv_d, lo, p, kv, scores, out);
+    case 2: return attend_group<2>(q, r, rel_proj, d, dr, extent, tau, inv_d, lo, p, kv, scores, out);
+    case 4: return attend_group<4>(q, r, rel_proj, d, dr, extent, tau, inv_d, lo, p, kv, scores, out);
+    case 8: return attend_group<8>(q, r, rel_proj, d, dr, extent, tau, inv_d, lo, p, kv, scores, out);
     default:
       for (int64_t h = 0; h < group; ++h)
-        attend_group<1>(q + h * d, r + h * dr, rel_proj_t, d, dr, extent, tau, inv_d, lo, p, kv, scores, out + h * d);
+        attend_group<1>(q + h * d, r + h * dr, rel_proj, d, dr, extent, tau, inv_d, lo, p, kv, scores, out + h * d);
   }
 }
 

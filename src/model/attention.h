@@ -20,8 +20,8 @@ struct KvHeadView {
 
 // Decode and short chunks: the group of `group` query heads (q, r, out hold them back to back:
 // [group, d], [group, d_rel], [group, d]) attends to keys lo..p, reading each K and V row once.
-// rel_proj_t is rel_proj transposed, [R, d_rel]; scores is scratch of group * (p - lo + 1) floats.
-void attend_kv_group(int64_t group, const float* q, const float* r, const float* rel_proj_t, int64_t d, int64_t dr,
+// rel_proj is [d_rel, R], as stored; scores is scratch of 2 * group * (p - lo + 1) floats.
+void attend_kv_group(int64_t group, const float* q, const float* r, const float* rel_proj, int64_t d, int64_t dr,
                      int64_t extent, float tau, float inv_d, int64_t lo, int64_t p, const KvHeadView& kv,
                      float* scores, float* out);
 

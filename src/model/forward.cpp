@@ -69,12 +69,7 @@ InklingModel::InklingModel(const Checkpoint& checkpoint, RunOptions options)
     lv.k_norm = to_f32(lw.attn.k_norm);
     lv.k_conv = to_f32(lw.attn.k_conv);
     lv.v_conv = to_f32(lw.attn.v_conv);
-    std::vector<float> rel = to_f32(lw.attn.rel_proj);  // [d_rel, R]
-    int64_t extent = lw.spec.rel_extent;
-    lv.rel_proj = rel;
-    lv.rel_proj_t.resize(rel.size());
-    for (int64_t d = 0; d < c.d_rel; ++d)
-      for (int64_t j = 0; j < extent; ++j) lv.rel_proj_t[size_t(j * c.d_rel + d)] = rel[size_t(d * extent + j)];
+    lv.rel_proj = to_f32(lw.attn.rel_proj);  // [d_rel, R]
     max_q = std::max<int64_t>(max_q, int64_t(lw.spec.n_heads) * lw.spec.head_dim);
     max_kv = std::max<int64_t>(max_kv, int64_t(lw.spec.n_kv_heads) * lw.spec.head_dim);
     max_r = std::max<int64_t>(max_r, int64_t(lw.spec.n_heads) * c.d_rel);
@@ -240,7 +235,8 @@ void InklingModel::attention(int layer, SequenceState& state, int64_t n) {
   const size_t elem = dtype_size(ls.kv.dtype);
   const KvCache& kv = ls.kv;
   const int threads = kernels::thread_count();
-  const size_t scores_per_thread = size_t(group) * size_t(options_.context);
+  // Scores and (decode) the bias per distance: 2 x group x keys at most.
+  const size_t scores_per_thread = 2 * size_t(group) * size_t(options_.context);
   if (attention_scores_.size() < size_t(threads) * scores_per_thread)
     attention_scores_.resize(size_t(threads) * scores_per_thread);
   auto window_start = [&](int64_t p) { return s.sliding ? std::max<int64_t>(0, p - c.sliding_window + 1) : 0; };
@@ -290,7 +286,7 @@ void InklingModel::attention(int layer, SequenceState& state, int64_t n) {
       const int64_t t = item / nkv, kv_head = item % nkv, head = kv_head * group;
       const int64_t p = pos0 + t;
       attend_kv_group(group, q_.data() + t * qd + head * d, r_.data() + t * nh * dr + head * dr,
-                      lv.rel_proj_t.data(), d, dr, extent, tau_at(p), inv_d, window_start(p), p, head_view(kv_head),
+                      lv.rel_proj.data(), d, dr, extent, tau_at(p), inv_d, window_start(p), p, head_view(kv_head),
                       scores, attn_out_.data() + t * qd + head * d);
     });
   }

@@ -52,10 +52,9 @@ class InklingModel {
   RunOptions options_;
   int64_t vocab_ = 0;
 
-  // f32 copies of the small per-layer vectors (norms, conv taps, transposed rel_proj).
+  // f32 copies of the small per-layer vectors (norms, conv taps, rel_proj).
   struct LayerVectors {
     std::vector<float> attn_norm, mlp_norm, attn_conv, mlp_conv, q_norm, k_norm, k_conv, v_conv;
-    std::vector<float> rel_proj_t;  // [R, d_rel]
     std::vector<float> rel_proj;    // [d_rel, R], as stored
   };
   std::vector<LayerVectors> vectors_;
