@@ -41,7 +41,7 @@ typedef uint32_t Words16 __attribute__((vector_size(64)));
   return v;
 }
 // The lanes' sum in a fixed order, halves folded onto each other (lane l + 8 onto l, then
-// l + 4, ...): the same result on every clone.
+// l + 4, ...), whatever vector width the clone uses.
 [[gnu::always_inline]] inline float sum16(Floats16 v) {
   typedef float Floats8 __attribute__((vector_size(32)));
   typedef float Floats4 __attribute__((vector_size(16)));

@@ -13,7 +13,7 @@ namespace {
 
 // One decode step with the history length known at compile time: the per-channel loops unroll
 // and the window lives in registers. Each channel does the general loop's operations in its
-// order, so the two agree bit for bit.
+// order (ShortConv.PrefillThenDecodeEqualsOneShot steps through it against the general loop).
 template <int64_t kHistory>
 void short_conv_step(const float* u, int64_t channels, const float* taps, float* state, const float* residual,
                      float* out) {
