@@ -246,24 +246,38 @@ PrepareCache& cache_for(size_t slot) {
 // batch mixing group sizes on one x got the last product's sums for all). Checked against
 // x once per batch: a decode batch of 8 experts used to compare x with the cache 16 times, and
 // preparing took 17 us of every MoE layer's gate / up pass while the other threads waited.
+// Batches of several distinct x (a layer's expert down projections: 8 activations, ~15 us
+// serial, each written in part by another core) derive them on all threads first.
 template <class GetMatrix, class GetX>
 std::vector<PreparedX> prepare_batch(size_t count, const GetMatrix& matrix, const GetX& x_of,
                                      const Backend& backend, size_t first_slot) {
   std::vector<PreparedX> prepared(count);
-  std::vector<size_t> slot_of(count);
-  size_t slots = 0;
+  std::vector<size_t> slot_of(count), first_of_slot;
   for (size_t i = 0; i < count; ++i) {
-    size_t slot = slots;
+    size_t slot = first_of_slot.size();
     for (size_t j = 0; j < i; ++j)
       if (x_of(j) == x_of(i) && matrix(j).cols == matrix(i).cols && matrix(j).group_size == matrix(i).group_size)
         slot = slot_of[j];
-    const bool first_use = slot == slots;
-    if (first_use) ++slots;
+    if (slot == first_of_slot.size()) first_of_slot.push_back(i);
     slot_of[i] = slot;
-    PrepareCache& cache = cache_for(first_slot + slot);
-    if (first_use) revalidate(cache, x_of(i), matrix(i).cols, backend);
-    prepared[i] = prepare(matrix(i), x_of(i), backend, cache);
   }
+  // The caches are the calling thread's (cache_for is thread_local): looked up here, filled by
+  // whichever thread takes the slot.
+  std::vector<PrepareCache*> caches(first_of_slot.size());
+  for (size_t slot = 0; slot < caches.size(); ++slot) caches[slot] = &cache_for(first_slot + slot);
+  auto derive = [&](int64_t slot, int) {
+    const size_t i = first_of_slot[size_t(slot)];
+    revalidate(*caches[size_t(slot)], x_of(i), matrix(i).cols, backend);
+    prepare(matrix(i), x_of(i), backend, *caches[size_t(slot)]);
+  };
+  constexpr size_t kParallelSlots = 4;
+  if (caches.size() >= kParallelSlots) {
+    parallel_for(int64_t(caches.size()), thread_count(), derive);
+  } else {
+    for (size_t slot = 0; slot < caches.size(); ++slot) derive(int64_t(slot), 0);
+  }
+  // Every product from its slot's cache (the first of each slot again: already derived).
+  for (size_t i = 0; i < count; ++i) prepared[i] = prepare(matrix(i), x_of(i), backend, *caches[slot_of[i]]);
   return prepared;
 }
 

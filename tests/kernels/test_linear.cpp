@@ -263,6 +263,42 @@ TEST(LinearCache, BatchOnOneActivationRewrittenInPlace) {
   }
 }
 
+// Batches with many distinct x (a layer's expert down projections) derive them on all threads:
+// every product must still get its own x, also when the buffers are rewritten in place.
+TEST(LinearCache, BatchOfManyActivations) {
+  IsaGuard guard;
+  std::mt19937 rng(13);
+  std::vector<TestMatrix> matrices;
+  for (int i = 0; i < 6; ++i)
+    matrices.emplace_back(i % 2 ? FormatSpec{WeightFormat::NvFp4, 4, 16, DType::F8_E4M3}
+                                : FormatSpec{WeightFormat::Affine, 4, 64, DType::BF16},
+                          40, 512, 1, rng);
+  std::vector<WeightMatrix> ws;
+  for (TestMatrix& m : matrices) ws.push_back(m.view(0));
+  // Products 0..4 have an x each; product 5 shares product 0's.
+  std::vector<std::vector<float>> xs;
+  for (int i = 0; i < 5; ++i) xs.push_back(random_vector(512, rng));
+  for (auto precision : {kernels::MatmulPrecision::Exact, kernels::MatmulPrecision::Bf16Activations}) {
+    PrecisionGuard batch_precision(precision);
+    const double tolerance = precision == kernels::MatmulPrecision::Exact ? kTolerance : 5e-2;
+    for (Isa isa : testable_isas()) {
+      SCOPED_TRACE(kernels::isa_name(isa));
+      kernels::set_isa(isa);
+      for (int round = 0; round < 3; ++round) {
+        std::vector<std::vector<float>> got(6, std::vector<float>(40, NAN));
+        std::vector<kernels::MatvecProduct> batch;
+        for (int i = 0; i < 6; ++i) batch.push_back({&ws[size_t(i)], xs[size_t(i % 5)].data(), got[size_t(i)].data()});
+        kernels::matvec_batch(batch);
+        for (int i = 0; i < 6; ++i)
+          EXPECT_LT(relative_error(got[size_t(i)], reference_matmul(ws[size_t(i)], batch[size_t(i)].x, 1)), tolerance)
+              << "round " << round << ", product " << i;
+        for (auto& x : xs)
+          for (float& v : x) v = v * -0.75f + 0.125f;  // same buffers, new values
+      }
+    }
+  }
+}
+
 // The precision switch is an API: default Bf16Activations (INKLING_EXACT unset), settable.
 TEST(LinearPrecision, SetAndGet) {
   PrecisionGuard guard(kernels::matmul_precision());
