@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "tensor/error.h"
+#include "tensor/vector_exp.h"
 
 namespace inkling {
 
@@ -41,24 +42,7 @@ namespace {
 typedef float Floats4 __attribute__((vector_size(16)));
 typedef int32_t Ints4 __attribute__((vector_size(16)));
 
-// exp(x) for x in [-87, 0]: x = k ln2 + r with |r| <= ln2 / 2 (ln2 split in two, so k ln2 is
-// exact), exp(r) by its Taylor series to r^7 (error < 1e-8), times 2^k built in the exponent.
-inline Floats4 exp_nonpositive(Floats4 x) {
-  x = x < -87.0f ? Floats4{} - 87.0f : x;
-  const Floats4 k = (x * 1.44269504f + 12582912.0f) - 12582912.0f;  // round(x / ln2): 1.5 * 2^23
-  const Floats4 r = (x - k * 0.693145752f) - k * 1.42860677e-6f;
-  Floats4 p = r * (1.0f / 5040.0f) + (1.0f / 720.0f);
-  p = p * r + (1.0f / 120.0f);
-  p = p * r + (1.0f / 24.0f);
-  p = p * r + (1.0f / 6.0f);
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const Ints4 bits = (__builtin_convertvector(k, Ints4) + 127) << 23;
-  Floats4 scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
+inline Floats4 exp_nonpositive(Floats4 x) { return inkling::exp_nonpositive<Floats4, Ints4>(x); }
 
 }  // namespace
 
