@@ -71,7 +71,7 @@ void parallel_for(int64_t count, int max_threads, Body&& body) {
 // done with its share takes items one at a time from the back of the share with the most left:
 // a core slowed by something else hands over the end of its share, and its own stream goes on.
 // Shares beyond the parts that run are taken over that way too. `part` is unique among bodies
-// running at once, as in parallel_for.
+// running at once, as in parallel_for. Items are counted in 32 bits (fewer than 2^32).
 template <class Body>
 void parallel_for_shares(std::span<const int64_t> starts, Body&& body) {
   const int shares = int(starts.size()) - 1;
