@@ -1,7 +1,7 @@
 // The engine's worker threads: one process-wide team for fork/join loops.
 //
-// Decode runs a few hundred short parallel products per token (a 1 MB expert matrix streams in
-// ~40 us), so starting and joining a loop must cost next to nothing. Workers spin on a shared
+// Decode runs ~50 short parallel jobs per token on the bench model (batches of products; a 1 MB
+// expert matrix streams in ~40 us), so starting and joining a loop must cost next to nothing. Workers spin on a shared
 // word between jobs and sleep (futex) only after ~1 ms without work: back-to-back products
 // start within a cache-line transfer, and an idle process does not burn its cores. The caller
 // works too, and claims whatever parts of a job no worker has picked up, so a core busy with
