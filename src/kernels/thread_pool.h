@@ -70,8 +70,9 @@ void parallel_for(int64_t count, int max_threads, Body&& body) {
 // thread's stream then jumps at every item, which costs cold-stream time on every jump. A part
 // done with its share takes items one at a time from the back of the share with the most left:
 // a core slowed by something else hands over the end of its share, and its own stream goes on.
-// Shares beyond the parts that run are taken over that way too. `part` is unique among bodies
-// running at once, as in parallel_for. Items are counted in 32 bits (fewer than 2^32).
+// Shares beyond the parts that run are taken over that way too; run inline (one thread, or from
+// inside a job), it visits every item in ascending order. `part` is unique among bodies running
+// at once, as in parallel_for. Items are counted in 32 bits (fewer than 2^32).
 template <class Body>
 void parallel_for_shares(std::span<const int64_t> starts, Body&& body) {
   const int shares = int(starts.size()) - 1;
@@ -85,7 +86,11 @@ void parallel_for_shares(std::span<const int64_t> starts, Body&& body) {
   for (int s = 0; s < shares; ++s)
     range[size_t(s)].range.store(uint64_t(starts[size_t(s)]) << 32 | uint64_t(starts[size_t(s) + 1]),
                                  std::memory_order_relaxed);
-  parallel_run(shares, [&](int part, int) {
+  parallel_run(shares, [&](int part, int parts) {
+    if (parts == 1) {  // inline (one thread, or called from inside a job): every item in order
+      for (int64_t item = 0; item < starts.back(); ++item) body(item, 0);
+      return;
+    }
     std::atomic<uint64_t>& own = range[size_t(part)].range;
     for (uint64_t word = own.load(std::memory_order_relaxed); uint32_t(word >> 32) < uint32_t(word);) {
       if (own.compare_exchange_weak(word, word + (uint64_t(1) << 32), std::memory_order_relaxed))

@@ -82,6 +82,11 @@ TEST(ThreadPool, SharesCoverEveryItemOnceAndRunInOrder) {
             << threads << " threads: part " << part << " took item " << items[j] << " of its share out of order";
     }
   }
+  // One thread, or a call from inside a job: every item in ascending order.
+  kernels::set_thread_count(1);
+  std::vector<int64_t> order;
+  kernels::parallel_for_shares(std::vector<int64_t>{0, 3, 5, 9}, [&](int64_t item, int) { order.push_back(item); });
+  EXPECT_EQ(order, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
   kernels::parallel_for_shares(std::vector<int64_t>{0}, [&](int64_t, int) { FAIL() << "no shares"; });
   kernels::parallel_for_shares(std::vector<int64_t>{0, 0, 0}, [&](int64_t, int) { FAIL() << "no items"; });
 }
