@@ -305,19 +305,19 @@ RowRange row_range(int64_t rows, int index, int count, int64_t align) {
 }
 
 // Rows [begin, end) of product `task`: the unit of work decode threads claim. Decode streams
-// weights from memory, so the split is by bytes, into one share per thread (parallel_for_shares:
-// each thread reads its share front to back as one stream. Handing the same chunks out in
-// global order made every chunk a cold start: on two threads in a fast host phase, a 264 MB
-// 4-bit matrix read at 90% of the bandwidth probe that way and at 100% in shares, a layer's
-// eight fused experts at 74% and 84%). Chunks are small
-// enough (~8 per share) that a thread slowed by anything else hands the back of its share to
-// the others, large enough that claiming one (a CAS on the share's own cache line) costs
-// nothing next to reading it. The last four chunks' worth of bytes of every share is cut 16x
-// finer (at least 16 KiB): that is where the threads meet, and a batch ends when its slowest
-// thread does. A share's pieces are contiguous, so fine pieces cost only their claims: the MLX
-// expert pattern on two threads read at 85% of the probe with the last two chunks cut 4x
-// finer, 91% with 16x; whole-model decode then waited 6.5-8.4 us per product batch for the
-// slower thread, 1.9-2.9 us with four chunks' worth cut.
+// weights from memory, so a batch is split by bytes into one share per thread, and each share
+// into chunks its thread takes front to back (parallel_for_shares): one ascending stream per
+// thread. Chunks are small enough (~8 per share) that a thread slowed by anything else hands
+// the back of its share to the others, and large enough that claiming one (a CAS on the share's
+// cache line) costs nothing next to reading it. The last four chunks' worth of every share is
+// cut 16x finer (at least 16 KiB): that is where the threads meet, and a batch ends when its
+// slowest thread does; a share's pieces are contiguous, so fine ones cost only their claims.
+// Two threads, fast host phase, against the bandwidth probe:
+// - chunks handed out in global order (each one a cold stream start): a 264 MB 4-bit matrix
+//   90%, a layer's eight fused experts 74%; in shares 100% and 84%;
+// - the MLX expert pattern with the last two chunks' worth cut 4x finer 85%, 16x finer 91%;
+//   the wait for the slower thread per batch (whole model) 6.5-8.4 us with two chunks' worth
+//   cut, 1.9-2.9 us with four.
 struct RowChunk {
   int task;
   int64_t begin, end;
