@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/prefetch.h"
 #include "kernels/thread_pool.h"
 #include "tensor/aligned_vector.h"
 #include "tensor/error.h"
 
 namespace inkling::kernels {
-
 
 namespace {
 
@@ -268,7 +268,7 @@ std::vector<PreparedX> prepare_batch(size_t count, const GetMatrix& matrix, cons
   auto derive = [&](int64_t slot, int) {
     const size_t i = first_of_slot[size_t(slot)];
     revalidate(*caches[size_t(slot)], x_of(i), matrix(i).cols, backend);
-    prepare(matrix(i), x_of(i), backend, *caches[size_t(slot)]);
+    prepared[i] = prepare(matrix(i), x_of(i), backend, *caches[size_t(slot)]);
   };
   constexpr size_t kParallelSlots = 4;
   if (caches.size() >= kParallelSlots) {
@@ -276,8 +276,9 @@ std::vector<PreparedX> prepare_batch(size_t count, const GetMatrix& matrix, cons
   } else {
     for (size_t slot = 0; slot < caches.size(); ++slot) derive(int64_t(slot), 0);
   }
-  // Every product from its slot's cache (the first of each slot again: already derived).
-  for (size_t i = 0; i < count; ++i) prepared[i] = prepare(matrix(i), x_of(i), backend, *caches[slot_of[i]]);
+  // The other products of each slot, from its cache.
+  for (size_t i = 0; i < count; ++i)
+    if (first_of_slot[slot_of[i]] != i) prepared[i] = prepare(matrix(i), x_of(i), backend, *caches[slot_of[i]]);
   return prepared;
 }
 
@@ -408,13 +409,9 @@ bool fused_w13(const WeightMatrix& gate, const WeightMatrix& up, WeightMatrix& w
 // prefetched during the gate's last rows.
 void prefetch_rows_start(const WeightMatrix& w, int64_t row) {
   constexpr int64_t kCodeBytes = 4096, kParamRows = 4;
-  const uint8_t* codes = w.data + row * w.row_stride;
-  for (int64_t offset = 0; offset < kCodeBytes; offset += 64) __builtin_prefetch(codes + offset);
-  for (const auto& [params, stride] : {std::pair{w.scales, w.scales_row_stride}, std::pair{w.biases, w.biases_row_stride}}) {
-    if (!params) continue;
-    const uint8_t* first = params + row * stride;
-    for (int64_t offset = 0; offset < kParamRows * stride; offset += 64) __builtin_prefetch(first + offset);
-  }
+  prefetch_lines(w.data + row * w.row_stride, kCodeBytes);
+  if (w.scales) prefetch_lines(w.scales + row * w.scales_row_stride, kParamRows * w.scales_row_stride);
+  if (w.biases) prefetch_lines(w.biases + row * w.biases_row_stride, kParamRows * w.biases_row_stride);
 }
 
 // Rows [begin, end) of w through the kernel; when `next` is given (the matrix whose rows from

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "kernels/backend.h"
+#include "kernels/prefetch.h"
 
 namespace inkling::kernels::detail {
 namespace {

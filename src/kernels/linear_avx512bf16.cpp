@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "kernels/backend.h"
+#include "kernels/prefetch.h"
 
 namespace inkling::kernels::detail {
 namespace {

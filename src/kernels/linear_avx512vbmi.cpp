@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include "kernels/backend.h"
+#include "kernels/prefetch.h"
 
 namespace inkling::kernels::detail {
 namespace {

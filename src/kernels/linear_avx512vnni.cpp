@@ -9,6 +9,7 @@
 #include <atomic>
 
 #include "kernels/backend.h"
+#include "kernels/prefetch.h"
 
 namespace inkling::kernels::detail {
 namespace {

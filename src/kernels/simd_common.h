@@ -20,11 +20,8 @@ constexpr int64_t kPrefetchRows = 2;
 // with it: a row of NVFP4 scales is cols / 16 bytes, two lines at 2048 columns, and a line left
 // to demand costs a full memory latency per row (cold NVFP4 matvec ran at half the affine rate
 // until its second line was prefetched too).
-inline void prefetch_span(const uint8_t* p, int64_t bytes) {
-  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(63);
-  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + uintptr_t(bytes);
-  for (uintptr_t line = first; line < end; line += 64) _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
-}
+// (kernels/prefetch.h, which every file including this one includes first.)
+inline void prefetch_span(const uint8_t* p, int64_t bytes) { ::inkling::kernels::prefetch_lines(p, bytes); }
 
 // Tokens per block of X so the block (rows of `x_row_bytes`) stays in L2 (1 MiB on Zen 4) while
 // weight row blocks stream past it; a multiple of the register tile's token count.

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/prefetch.h"
 #include "tensor/dtype.h"
 #include "tensor/vector_exp.h"
 
@@ -55,10 +56,6 @@ typedef uint32_t Words16 __attribute__((vector_size(64)));
   const float two[2] = {four[0] + four[2], four[1] + four[3]};
   return two[0] + two[1];
 }
-[[gnu::always_inline]] inline void prefetch_bytes(const void* start, int64_t bytes) {
-  const char* p = static_cast<const char*>(start);
-  for (int64_t offset = 0; offset < bytes; offset += 64) __builtin_prefetch(p + offset);
-}
 
 // exp(row[j] - best) / sum, in place; best is the row's maximum. 16 at a time with the vector
 // exp (within 3e-7 of std::exp, tensor/vector_exp.h): std::exp, one call per score, was ~30% of
@@ -97,7 +94,7 @@ template <int H>
   for (int64_t c0 = 0; c0 < whole; c0 += kColumns) {  // accumulators in registers
     Floats16 acc[H][kVectors] = {};
     for (int64_t j = 0; j < keys; ++j) {
-      if (j + kRowsAhead < keys) prefetch_bytes(kv.value(lo + j + kRowsAhead) + c0 * elem, kColumns * elem);
+      if (j + kRowsAhead < keys) kernels::prefetch_lines(kv.value(lo + j + kRowsAhead) + c0 * elem, kColumns * elem);
       Floats16 v[kVectors];
       for (int64_t k = 0; k < kVectors; ++k)
         v[k] = kv.bf16 ? load16_bf16(reinterpret_cast<const uint16_t*>(kv.value(lo + j)) + c0 + 16 * k)
@@ -114,7 +111,7 @@ template <int H>
     const int64_t width = d - c0;
     float acc[H][kColumns] = {};
     for (int64_t j = 0; j < keys; ++j) {
-      if (j + kRowsAhead < keys) prefetch_bytes(kv.value(lo + j + kRowsAhead) + c0 * elem, width * elem);
+      if (j + kRowsAhead < keys) kernels::prefetch_lines(kv.value(lo + j + kRowsAhead) + c0 * elem, width * elem);
       float v[kColumns];
       if (kv.bf16) {
         const auto* src = reinterpret_cast<const uint16_t*>(kv.value(lo + j)) + c0;
@@ -164,7 +161,7 @@ template <int G>
   const int64_t key_bytes = d * (kv.bf16 ? 2 : 4);
   const int64_t full = d / kLanes * kLanes;
   for (int64_t j = lo; j <= p; ++j) {
-    if (j + kRowsAhead <= p) prefetch_bytes(kv.key(j + kRowsAhead), key_bytes);
+    if (j + kRowsAhead <= p) kernels::prefetch_lines(kv.key(j + kRowsAhead), key_bytes);
     const uint8_t* key = kv.key(j);
     Floats16 part[G] = {};
     for (int64_t i0 = 0; i0 < full; i0 += kLanes) {

@@ -64,7 +64,7 @@ class InklingModel {
   // activations in 64-byte vectors (tensor/aligned_vector.h).
   AlignedVector<float> x_, h_, q_, k_, v_, r_, attn_out_, a_, m_, tmp_, router_logits_;
   AlignedVector<float> expert_in_, expert_act_, expert_out_;
-  AlignedVector<float> attention_scores_;  // [threads, group * context]
+  AlignedVector<float> attention_scores_;  // [threads, 2 * group * context]: scores, decode biases
   AlignedVector<float> keys_t_;            // prefill: one KV head's keys for the chunk, transposed [d, span]
   std::vector<float> bias_by_dist_;      // prefill: [threads, R]
   std::vector<int32_t> routed_experts_;  // [chunk, k]
