@@ -30,8 +30,8 @@
 // and the exact factor 1/16 goes into the scales; with three, as plain codes (range).
 // NVFP4: vpdpbusd needs unsigned weights: the nibble is looked up as 2 * fp4 + 12 in [0, 24].
 
-// One row at a time (the exact kernel: two, below): each thread then reads a single stream
-// strictly in order, which the prefetchers follow best. Cold (decode) matvecs stream 1.4-1.9x faster than with 4-row blocks
+// One row at a time: each thread then reads a single stream strictly in order, which the
+// prefetchers follow best. Cold (decode) matvecs stream 1.4-1.9x faster than with 4-row blocks
 // (bench_kernels matvec/q4g64/expert_1024x2048: 12.0 -> 22.6 GB/s).
 // Software prefetch 8 KiB ahead in the code stream, and the scales (and biases) of the rows two
 // ahead (A/B, 8 alternating runs: expert matvec +10%, 2048 x 8192 +5%, against none). 8 KiB
@@ -40,14 +40,15 @@
 // decode gained in this host's fast phases (mlx-4bit +3.6% and +5.1%, NVFP4 +1.8%, 6 alternating
 // rounds each; 0.99x in a slow phase, where two cores already saturate it).
 //
-// Rows per pass (kRowsFor): the three-digit kernel (exact precision) is bound by its loads (x is
-// 3 x 128 bytes per 64 bytes of codes), so it takes two rows at once and shares each load of x
-// between them: cache-resident +50%, cold 2048 x 2048 +74% on one core and +33% on two. Two rows
-// at once only pays with the 8 KiB prefetch (with 2 KiB they read slower than one), and not for
-// the one-digit kernel (cold -30%), which keeps one stream.
+// The three-digit kernel (exact precision) also reads one row at a time. It used to take two
+// adjacent rows per pass to share each load of x (3 x 128 bytes per 64 bytes of codes) between
+// them, which is faster cache-resident, but since each thread reads one share in order
+// (parallel_for_shares) one stream is faster from memory: a layer's eight MLX experts on two
+// threads, exact, in-process alternation, 6 rounds each: 79.5% -> 94.8% and 78.0% -> 93.1% of the
+// probe (fused w13: 79.7% -> 96.4%); whole-model exact mlx-4bit decode +3% tok/s (12 of 12
+// alternating rounds, host at ~50 GB/s). Where the host gives two cores ~85 GB/s, two rows were
+// level or up to 5% faster (NVFP4), the kernel being the limit there.
 constexpr int64_t kPrefetchBytes = 8192;
-template <int kParts>
-constexpr int kRowsFor = kParts == 3 ? 2 : 1;
 
 // The x digits of one chunk: kParts pairs of (even columns, odd columns), most significant first.
 template <int kParts>
@@ -108,32 +109,24 @@ inline __m512i low_nibbles(__m512i v) {
 }
 
 // kGroup: the affine group size, 8 .. 128 (vnni_matvec_shape). kParts: digits of x (1 or 3).
-// kRows rows side by side (y[0 .. kRows)): they share each load of x.
-template <bool kVbmi, int kGroup, int kParts, int kRows>
-void affine4_row(const WeightMatrix& w, int64_t r, const PreparedX& px, float* y) {
+template <bool kVbmi, int kGroup, int kParts>
+float affine4_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
   constexpr int kGroupsPerChunk = 128 / kGroup;
   constexpr int kChunksPerBlock = 16 / kGroupsPerChunk;  // chunks sharing one vector of 16 scales
   constexpr int kLaneShift = __builtin_ctz(unsigned(kGroup));
   // One digit: both nibbles as 16 * code (one op fewer; 240 * 127 * 8 fits easily). Three digits
   // (|Q| < 2^23): plain codes, so 15 * 2^23 * 8 stays below 2^31.
   constexpr bool kTimes16 = kParts == 1;
-  const uint8_t* codes[kRows];
-  const uint8_t* scales[kRows];
-  const uint8_t* biases[kRows];
+  const uint8_t* codes = w.data + r * w.row_stride;
+  const uint8_t* scales = w.scales + r * w.scales_row_stride;
+  const uint8_t* biases = w.biases + r * w.biases_row_stride;
   // The bias term has its own accumulator: in a cold stream the bias row may arrive after the
   // codes, and one shared chain would hold every FMA of the row back for it.
-  __m512 acc[kRows], bias_acc[kRows];
+  __m512 acc = _mm512_setzero_ps(), bias_acc = _mm512_setzero_ps();
   const int64_t chunks = w.cols / 128, groups = w.cols / kGroup;
   const int64_t param_bytes = groups * (w.scale_dtype == DType::F32 ? 4 : 2);  // BF16 / F16 / F32
-#pragma GCC unroll 2
-  for (int i = 0; i < kRows; ++i) {
-    codes[i] = w.data + (r + i) * w.row_stride;
-    scales[i] = w.scales + (r + i) * w.scales_row_stride;
-    biases[i] = w.biases + (r + i) * w.biases_row_stride;
-    acc[i] = bias_acc[i] = _mm512_setzero_ps();
-    prefetch_span(scales[i] + kPrefetchRows * kRows * w.scales_row_stride, param_bytes);
-    prefetch_span(biases[i] + kPrefetchRows * kRows * w.biases_row_stride, param_bytes);
-  }
+  prefetch_span(scales + kPrefetchRows * w.scales_row_stride, param_bytes);
+  prefetch_span(biases + kPrefetchRows * w.biases_row_stride, param_bytes);
   const __m512i high_nibbles = _mm512_set1_epi8(char(0xF0));
   const __m512i lane_column =
       _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120);
@@ -143,14 +136,10 @@ void affine4_row(const WeightMatrix& w, int64_t r, const PreparedX& px, float* y
     constexpr bool kFull = decltype(full)::value;
     const int64_t first_group = first_chunk * kGroupsPerChunk;
     const __mmask16 mask = kFull ? __mmask16(0xffff) : tail_mask(groups - first_group);
-    __m512 scale_block[kRows];
     const __m512 group_sums = _mm512_maskz_loadu_ps(mask, px.group_sums_q8 + first_group);
-#pragma GCC unroll 2
-    for (int i = 0; i < kRows; ++i) {
-      scale_block[i] = load_params16(scales[i], w.scale_dtype, first_group, mask);
-      if constexpr (kTimes16) scale_block[i] = _mm512_mul_ps(scale_block[i], _mm512_set1_ps(1.0f / 16.0f));
-      bias_acc[i] = _mm512_fmadd_ps(load_params16(biases[i], w.scale_dtype, first_group, mask), group_sums, bias_acc[i]);
-    }
+    __m512 scale_block = load_params16(scales, w.scale_dtype, first_group, mask);
+    if constexpr (kTimes16) scale_block = _mm512_mul_ps(scale_block, _mm512_set1_ps(1.0f / 16.0f));
+    bias_acc = _mm512_fmadd_ps(load_params16(biases, w.scale_dtype, first_group, mask), group_sums, bias_acc);
 #pragma GCC unroll 16
     for (int c = 0; c < kChunksPerBlock; ++c) {
       const int64_t ch = first_chunk + c;
@@ -159,29 +148,25 @@ void affine4_row(const WeightMatrix& w, int64_t r, const PreparedX& px, float* y
       // Lane l of chunk c belongs to group c * kGroupsPerChunk + 8 l / kGroup of the block.
       const __m512i lane_scale = _mm512_add_epi32(_mm512_srli_epi32(lane_column, kLaneShift),
                                                   _mm512_set1_epi32(c * kGroupsPerChunk));
-#pragma GCC unroll 2
-      for (int i = 0; i < kRows; ++i) {
-        _mm_prefetch(reinterpret_cast<const char*>(codes[i] + 64 * ch + kPrefetchBytes), _MM_HINT_T0);
-        const __m512i v = _mm512_loadu_si512(codes[i] + 64 * ch);
-        __m512i low, high;
-        if constexpr (kTimes16) {
-          low = low_nibbles_x16<kVbmi>(v);
-          high = _mm512_and_si512(v, high_nibbles);
-        } else {
-          low = low_nibbles<kVbmi>(v);
-          high = low_nibbles<kVbmi>(_mm512_srli_epi16(v, 4));
-        }
-        const __m512i dots = digit_dots<kParts>(_mm512_setzero_si512(), low, high, x);
-        const __m512 lane_scales = _mm512_mul_ps(_mm512_permutexvar_ps(lane_scale, scale_block[i]), x.scale);
-        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), lane_scales, acc[i]);
+      _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kPrefetchBytes), _MM_HINT_T0);
+      const __m512i v = _mm512_loadu_si512(codes + 64 * ch);
+      __m512i low, high;
+      if constexpr (kTimes16) {
+        low = low_nibbles_x16<kVbmi>(v);
+        high = _mm512_and_si512(v, high_nibbles);
+      } else {
+        low = low_nibbles<kVbmi>(v);
+        high = low_nibbles<kVbmi>(_mm512_srli_epi16(v, 4));
       }
+      const __m512i dots = digit_dots<kParts>(_mm512_setzero_si512(), low, high, x);
+      const __m512 lane_scales = _mm512_mul_ps(_mm512_permutexvar_ps(lane_scale, scale_block), x.scale);
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), lane_scales, acc);
     }
   };
   const int64_t full_blocks = chunks / kChunksPerBlock;
   for (int64_t b = 0; b < full_blocks; ++b) block(b * kChunksPerBlock, std::true_type());
   if (full_blocks * kChunksPerBlock < chunks) block(full_blocks * kChunksPerBlock, std::false_type());
-#pragma GCC unroll 2
-  for (int i = 0; i < kRows; ++i) y[i] = _mm512_reduce_add_ps(_mm512_add_ps(acc[i], bias_acc[i]));
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc, bias_acc));
 }
 
 // 2 * fp4 + 12 for each E2M1 code at byte index & 15 (vpermb: the table repeats every 16
@@ -216,32 +201,22 @@ inline bool e4m3_nonnegative_finite(const uint8_t* bytes, int64_t n) {
 }
 
 // kParts: digits of x (1 or 3). With 3, |Q| < 2^23: 24 * 2^23 * 8 still fits in int32.
-// kRows rows side by side (y[0 .. kRows)): they share each load of x. kNonNegativeScales: every
-// block scale of these rows passed e4m3_nonnegative_finite.
-template <bool kVbmi, int kParts, int kRows, bool kNonNegativeScales>
-void nvfp4_row(const WeightMatrix& w, int64_t r, const PreparedX& px, float* y) {
-  const uint8_t* codes[kRows];
-  const uint8_t* scales[kRows];
-  __m512 acc[kRows];
+// kNonNegativeScales: every block scale of the row passed e4m3_nonnegative_finite.
+template <bool kVbmi, int kParts, bool kNonNegativeScales>
+float nvfp4_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
+  const uint8_t* codes = w.data + r * w.row_stride;
+  const uint8_t* scales = w.scales + r * w.scales_row_stride;
+  __m512 acc = _mm512_setzero_ps();
   const __m512i table = nvfp4_biased_table();
   const int64_t chunks = w.cols / 128;
-#pragma GCC unroll 2
-  for (int i = 0; i < kRows; ++i) {
-    codes[i] = w.data + (r + i) * w.row_stride;
-    scales[i] = w.scales + (r + i) * w.scales_row_stride;
-    acc[i] = _mm512_setzero_ps();
-    prefetch_span(scales[i] + kPrefetchRows * kRows * w.scales_row_stride, w.cols / 16);
-  }
+  prefetch_span(scales + kPrefetchRows * w.scales_row_stride, w.cols / 16);
   // One vector of 16 block scales covers two chunks (8 blocks of 16 columns each). As in
   // affine4_row, only the last pair may be a single chunk.
   auto pair = [&](int64_t first_chunk, auto both) {
     constexpr int kChunks = decltype(both)::value ? 2 : 1;
     const __mmask16 mask = kChunks == 2 ? __mmask16(0xffff) : __mmask16(0xff);
-    __m512 block_scales[kRows];
-#pragma GCC unroll 2
-    for (int i = 0; i < kRows; ++i)
-      block_scales[i] = kNonNegativeScales ? e4m3x16_nonnegative_to_f32(scales[i] + 8 * first_chunk, mask)
-                                           : e4m3x16_to_f32(scales[i] + 8 * first_chunk, mask);
+    const __m512 block_scales = kNonNegativeScales ? e4m3x16_nonnegative_to_f32(scales + 8 * first_chunk, mask)
+                                                   : e4m3x16_to_f32(scales + 8 * first_chunk, mask);
 #pragma GCC unroll 2
     for (int c = 0; c < kChunks; ++c) {
       const int64_t ch = first_chunk + c;
@@ -252,46 +227,31 @@ void nvfp4_row(const WeightMatrix& w, int64_t r, const PreparedX& px, float* y) 
       // -12 * sum(Q) takes the +12 of the weights back out: as the start of a one-digit dot, or
       // added at the end of a three-digit one (its digits are shifted as they fold in).
       const __m512i offset = _mm512_loadu_si512(px.x_q8_nvfp4_offset + 16 * ch);
-#pragma GCC unroll 2
-      for (int i = 0; i < kRows; ++i) {
-        _mm_prefetch(reinterpret_cast<const char*>(codes[i] + 64 * ch + kPrefetchBytes), _MM_HINT_T0);
-        const __m512i v = _mm512_loadu_si512(codes[i] + 64 * ch);
-        const __m512i low = nvfp4_lookup<kVbmi>(v, table);
-        const __m512i high = nvfp4_lookup<kVbmi>(_mm512_srli_epi16(v, 4), table);
-        __m512i dots;
-        if constexpr (kParts == 1) {
-          dots = digit_dots<kParts>(offset, low, high, x);
-        } else {
-          dots = _mm512_add_epi32(digit_dots<kParts>(_mm512_setzero_si512(), low, high, x), offset);
-        }
-        const __m512 lane_scales = _mm512_mul_ps(_mm512_permutexvar_ps(spread, block_scales[i]), x.scale);
-        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), lane_scales, acc[i]);
+      _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kPrefetchBytes), _MM_HINT_T0);
+      const __m512i v = _mm512_loadu_si512(codes + 64 * ch);
+      const __m512i low = nvfp4_lookup<kVbmi>(v, table);
+      const __m512i high = nvfp4_lookup<kVbmi>(_mm512_srli_epi16(v, 4), table);
+      __m512i dots;
+      if constexpr (kParts == 1) {
+        dots = digit_dots<kParts>(offset, low, high, x);
+      } else {
+        dots = _mm512_add_epi32(digit_dots<kParts>(_mm512_setzero_si512(), low, high, x), offset);
       }
+      const __m512 lane_scales = _mm512_mul_ps(_mm512_permutexvar_ps(spread, block_scales), x.scale);
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), lane_scales, acc);
     }
   };
   int64_t first_chunk = 0;
   for (; first_chunk + 2 <= chunks; first_chunk += 2) pair(first_chunk, std::true_type());
   if (first_chunk < chunks) pair(first_chunk, std::false_type());
   // The table held 2 * fp4.
-#pragma GCC unroll 2
-  for (int i = 0; i < kRows; ++i) y[i] = _mm512_reduce_add_ps(acc[i]) * (0.5f * w.global_scale);
-}
-
-// Rows in blocks of kRowsFor<kParts>, then single rows: `kernel(std::integral_constant<int, R>, r, y)`.
-template <int kParts, class Kernel>
-void for_vnni_rows(int64_t row_begin, int64_t row_end, float* y, const Kernel& kernel) {
-  int64_t r = row_begin;
-  if constexpr (kRowsFor<kParts> == 2)
-    for (; r + 2 <= row_end; r += 2) kernel(std::integral_constant<int, 2>(), r, y + (r - row_begin));
-  for (; r < row_end; ++r) kernel(std::integral_constant<int, 1>(), r, y + (r - row_begin));
+  return _mm512_reduce_add_ps(acc) * (0.5f * w.global_scale);
 }
 
 template <bool kVbmi, int kGroup, int kParts>
 void affine4_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end,
                   float* y) {
-  for_vnni_rows<kParts>(row_begin, row_end, y, [&](auto rows, int64_t r, float* out) {
-    affine4_row<kVbmi, kGroup, kParts, decltype(rows)::value>(w, r, px, out);
-  });
+  for (int64_t r = row_begin; r < row_end; ++r) y[r - row_begin] = affine4_row<kVbmi, kGroup, kParts>(w, r, px);
 }
 
 template <bool kVbmi, int kParts>
@@ -299,14 +259,10 @@ void vnni_rows_parts(const WeightMatrix& w, const PreparedX& px, int64_t row_beg
                      float* y) {
   if (w.format == WeightFormat::NvFp4) {
     const int64_t scale_bytes = w.cols / 16;
-    for_vnni_rows<kParts>(row_begin, row_end, y, [&](auto rows, int64_t r, float* out) {
-      constexpr int kRows = decltype(rows)::value;
-      bool nonnegative = true;
-      for (int i = 0; i < kRows; ++i)
-        nonnegative = nonnegative && e4m3_nonnegative_finite(w.scales + (r + i) * w.scales_row_stride, scale_bytes);
-      if (nonnegative) nvfp4_row<kVbmi, kParts, kRows, true>(w, r, px, out);
-      else nvfp4_row<kVbmi, kParts, kRows, false>(w, r, px, out);
-    });
+    for (int64_t r = row_begin; r < row_end; ++r) {
+      const bool nonnegative = e4m3_nonnegative_finite(w.scales + r * w.scales_row_stride, scale_bytes);
+      y[r - row_begin] = nonnegative ? nvfp4_row<kVbmi, kParts, true>(w, r, px) : nvfp4_row<kVbmi, kParts, false>(w, r, px);
+    }
     return;
   }
   switch (w.group_size) {

@@ -41,7 +41,7 @@ std::vector<int64_t> cols_for(const FormatSpec& spec) {
       if (spec.group_size == 128) return {128, 384, 1152};
       return {64, 192, 256, 1088};
     case WeightFormat::NvFp4: return {64, 192, 256, 1088, 1104};  // 1104: a 16-column tail
-    default: return {64, 67, 192, 1088};                     // 67: a partial vector
+    default: return {64, 67, 100, 192, 1088};  // 67: a partial vector; 100: 64 + 32 + a partial vector
   }
 }
 
