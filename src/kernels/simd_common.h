@@ -13,7 +13,14 @@ inline int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 // sequence of short streams. 4 KiB ahead measured the same as 2.
 constexpr int64_t kStreamPrefetchBytes = 2048;
 
-// Scale rows are prefetched this many rows (or row pairs) ahead.
+// The read-bandwidth probe (stream_sum) prefetches this far ahead into L2 (T1). Of the read loops
+// tried on this Zen 5 guest, two threads, 5 alternating passes each: T0 2 KiB (the probe until
+// 2026-11-30) 43-48 GB/s, T0 8 KiB 46-49, T1 16 KiB 46-50, T1 32 KiB 46-48; with the host at
+// ~75 GB/s: 73-75, 76, 77-78, 75. The probe is the yardstick of decode efficiency, so it takes the
+// fastest loop found rather than understate what the machine can stream.
+constexpr int64_t kProbePrefetchBytes = 16384;
+
+// Scale rows are prefetched this many rows ahead.
 constexpr int64_t kPrefetchRows = 2;
 
 // Prefetches every cache line of [p, p + bytes). The 4-bit kernels prefetch whole scale rows
