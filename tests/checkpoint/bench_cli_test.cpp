@@ -34,6 +34,8 @@ TEST(BenchCli, JsonAgreesWithItsOwnMeasurements) {
   EXPECT_EQ(report["pp_tokens"], 6);
   EXPECT_EQ(report["tg_tokens"], 5);
   EXPECT_EQ(report["reps"], 4);
+  EXPECT_EQ(report["tg_depth"], 0);
+  EXPECT_EQ(report["tg_end_position"], 5);  // tg starts from an empty context
 
   const std::vector<double> tg = doubles(report["tg_all"]), pp = doubles(report["pp_all"]);
   const std::vector<double> before = doubles(report["read_bandwidth_before_all"]);
@@ -80,6 +82,25 @@ TEST(BenchCli, TableNamesTheSizesAndPrecision) {
   EXPECT_NE(lines[0].find("| pp4 tok/s | tg3 tok/s |"), std::string::npos) << lines[0];
   EXPECT_EQ(lines[2].rfind("| " + dir.filename().string() + " | original-bf16 | fast | ", 0), 0u) << lines[2];
   EXPECT_NE(lines[2].find(" | 1 | "), std::string::npos) << lines[2];  // threads
+}
+
+// -d: tg runs after that many tokens; the context grows to hold them whatever --ctx says.
+TEST(BenchCli, DepthPrefillsTheDecodeSequence) {
+  const fs::path dir = synth_tiny("nvfp4");
+  ProcessResult json = run_inkling(
+      {"bench", "-m", dir.string(), "-p", "4", "-n", "3", "-d", "20", "--ctx", "4", "--reps", "1", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.describe();
+  const nlohmann::json report = nlohmann::json::parse(json.out);
+  EXPECT_EQ(report["tg_depth"], 20);
+  EXPECT_EQ(report["tg_end_position"], 23);
+  EXPECT_GT(double(report["tg_tok_s"]), 0.0);
+  ProcessResult table = run_inkling({"bench", "-m", dir.string(), "-p", "4", "-n", "3", "-d", "9", "--reps", "1"});
+  ASSERT_EQ(table.exit_code, 0) << table.describe();
+  EXPECT_NE(table.out.find("| pp4 tok/s | tg3 @ d9 tok/s |"), std::string::npos) << table.out;
+  ProcessResult negative = run_inkling({"bench", "-m", dir.string(), "-d", "-1"});
+  EXPECT_EQ(negative.exit_code, 2) << negative.describe();
+  ASSERT_EQ(negative.error_lines().size(), 1u) << negative.describe();
+  EXPECT_NE(negative.error_lines()[0].find("-d must be zero or positive"), std::string::npos) << negative.error_lines()[0];
 }
 
 TEST(BenchCli, BadArgumentsExitTwoWithOneLine) {

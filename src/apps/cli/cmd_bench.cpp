@@ -48,7 +48,7 @@ double flops_per_prompt_token(const Checkpoint& ckpt, int64_t pos) {
 Runner add_bench(CLI::App& app) {
   struct Args {
     std::string model;
-    int prompt = 512, generate = 128, reps = 3;
+    int prompt = 512, generate = 128, reps = 3, depth = 0;
     RuntimeArgs runtime;
     bool json = false;
   };
@@ -56,17 +56,22 @@ Runner add_bench(CLI::App& app) {
   app.add_option("-m,--model", args->model, "checkpoint directory")->required();
   app.add_option("-p,--prompt", args->prompt, "prompt tokens (pp)")->capture_default_str();
   app.add_option("-n,--gen", args->generate, "generated tokens (tg)")->capture_default_str();
+  app.add_option("-d,--depth", args->depth,
+                 "tokens already in the context when tg starts (llama-bench -d), prefilled untimed: tg then "
+                 "includes attention over them (GB/token and decode eff count the weights only)")
+      ->capture_default_str();
   args->runtime.add_to(app, "context limit (default: prompt + generation)");
   app.add_option("--reps", args->reps, "repetitions; medians are reported")->capture_default_str();
   app.add_flag("--json", args->json, "print JSON instead of a table");
   return [args] {
     if (args->prompt <= 0 || args->generate <= 0 || args->reps <= 0) throw Error("-p, -n and --reps must be positive");
+    if (args->depth < 0) throw Error("-d must be zero or positive, got " + std::to_string(args->depth));
     RunOptions run = args->runtime.apply();
     int threads = kernels::thread_count();
     auto start = std::chrono::steady_clock::now();
     auto ckpt = open_for_inference(args->model, args->runtime);
-    run.context = std::max<int64_t>(run.context, args->prompt + args->generate + 8);
-    run.max_chunk = std::min(args->prompt, 512);
+    run.context = std::max<int64_t>(run.context, std::max(args->prompt, args->depth + args->generate) + 8);
+    run.max_chunk = std::min(std::max(args->prompt, args->depth), 512);
     InklingModel model(*ckpt, run);
     double load_seconds = seconds_since(start);
     std::fprintf(stderr, "loaded %s in %.2f s; measuring the machine ...\n", args->model.c_str(), load_seconds);
@@ -74,6 +79,10 @@ Runner add_bench(CLI::App& app) {
 
     std::vector<int32_t> prompt(static_cast<size_t>(args->prompt));
     for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 7919 + 13) % size_t(model.vocab()));
+    std::vector<int32_t> context(static_cast<size_t>(args->depth));
+    for (size_t i = 0; i < context.size(); ++i) context[i] = int32_t((i * 104729 + 7) % size_t(model.vocab()));
+    const std::string tg_label =
+        "tg" + std::to_string(args->generate) + (args->depth > 0 ? " @ d" + std::to_string(args->depth) : "");
     std::vector<float> logits(static_cast<size_t>(model.vocab()));
     {
       // Untimed warm-up, as llama-bench does: pages the mmapped weights in and starts the
@@ -87,15 +96,17 @@ Runner add_bench(CLI::App& app) {
     // and the efficiency of a run is only meaningful against its own.
     std::vector<double> pp, tg, bandwidths, efficiencies, bandwidths_before, bandwidths_after;
     const double bytes_per_token = double(model.active_weight_bytes());
+    int64_t tg_end_position = 0;  // tokens in the decode sequence after tg: depth + generated
     for (int rep = 0; rep < args->reps; ++rep) {
       std::fprintf(stderr, "rep %d/%d: pp%d ...", rep + 1, args->reps, args->prompt);
       SequenceState state = model.new_sequence();
       auto t0 = std::chrono::steady_clock::now();
       model.prefill(state, prompt, logits.data());
       pp.push_back(double(args->prompt) / seconds_since(t0));
-      std::fprintf(stderr, " %.1f tok/s, tg%d ...", pp.back(), args->generate);
-      // tg starts from an empty context, as llama-bench's tg does.
+      std::fprintf(stderr, " %.1f tok/s, %s ...", pp.back(), tg_label.c_str());
+      // tg starts from an empty context, as llama-bench's tg does, or after -d tokens.
       SequenceState decode_state = model.new_sequence();
+      if (!context.empty()) model.prefill(decode_state, context, logits.data());
       // 256 MiB: 8x this L3, and small enough not to dominate the peak RSS reported below.
       bandwidths_before.push_back(kernels::measure_read_bandwidth_gbs(size_t(256) << 20, threads));
       int32_t token = 1;
@@ -105,6 +116,7 @@ Runner add_bench(CLI::App& app) {
         token = argmax(logits);
       }
       tg.push_back(double(args->generate) / seconds_since(t1));
+      tg_end_position = decode_state.position;
       bandwidths_after.push_back(kernels::measure_read_bandwidth_gbs(size_t(256) << 20, threads));
       bandwidths.push_back(0.5 * (bandwidths_before.back() + bandwidths_after.back()));
       efficiencies.push_back(bytes_per_token * tg.back() / (bandwidths.back() * 1e9));
@@ -122,7 +134,8 @@ Runner add_bench(CLI::App& app) {
     nlohmann::ordered_json out = {
         {"model", args->model}, {"layout", layout_name(ckpt->layout())}, {"isa", kernels::isa_name()},
         {"threads", threads}, {"kv_dtype", args->runtime.kv_dtype}, {"precision", args->runtime.fast ? "fast" : "exact"},
-        {"pp_tokens", args->prompt}, {"pp_tok_s", pp_median}, {"tg_tokens", args->generate}, {"tg_tok_s", tg_median},
+        {"pp_tokens", args->prompt}, {"pp_tok_s", pp_median}, {"tg_tokens", args->generate}, {"tg_depth", args->depth},
+        {"tg_end_position", tg_end_position}, {"tg_tok_s", tg_median},
         {"weight_bytes_per_token", int64_t(bytes_per_token)}, {"read_bandwidth_gb_s", bandwidth},
         {"decode_efficiency", efficiency}, {"prefill_gflop_s", prefill_gflops}, {"fma_peak_gflop_s", fma_peak},
         {"prefill_efficiency", prefill_gflops / fma_peak}, {"load_s", load_seconds}, {"peak_rss_gb", peak_rss_gb},
@@ -135,8 +148,8 @@ Runner add_bench(CLI::App& app) {
       std::cout << out.dump(2) << "\n";
       return 0;
     }
-    std::printf("| model | layout | precision | isa | threads | weights | pp%d tok/s | tg%d tok/s | GB/token | read GB/s | decode eff | prefill GFLOP/s | FMA peak | load s | peak RSS GB |\n",
-                args->prompt, args->generate);
+    std::printf("| model | layout | precision | isa | threads | weights | pp%d tok/s | %s tok/s | GB/token | read GB/s | decode eff | prefill GFLOP/s | FMA peak | load s | peak RSS GB |\n",
+                args->prompt, tg_label.c_str());
     std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     std::printf("| %s | %s | %s | %s | %d | %s | %.1f | %.2f | %.3f | %.1f | %.0f%% | %.1f | %.1f | %.2f | %.2f |\n",
                 std::filesystem::path(args->model).filename().c_str(), layout_name(ckpt->layout()),
