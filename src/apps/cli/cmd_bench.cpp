@@ -60,7 +60,7 @@ Runner add_bench(CLI::App& app) {
                  "tokens already in the context when tg starts (llama-bench -d), prefilled untimed: tg then "
                  "includes attention over them (GB/token and decode eff count the weights only)")
       ->capture_default_str();
-  args->runtime.add_to(app, "context limit (default: prompt + generation)");
+  args->runtime.add_to(app, "context limit (raised to fit the prompt, and depth + generation)");
   app.add_option("--reps", args->reps, "repetitions; medians are reported")->capture_default_str();
   app.add_flag("--json", args->json, "print JSON instead of a table");
   return [args] {
