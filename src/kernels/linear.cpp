@@ -345,6 +345,7 @@ RowChunks row_chunks(size_t count, const GetMatrix& matrix, int threads) {
   out.share_starts.push_back(0);
   int share = 0;
   auto share_end = [&](int s) { return total * (s + 1) / threads; };
+  const int64_t tail_piece = std::max<int64_t>(target / 16, int64_t(16) << 10);
   int64_t offset = 0;  // bytes before the current row
   for (size_t i = 0; i < count; ++i) {
     const WeightMatrix& w = matrix(i);
@@ -356,7 +357,6 @@ RowChunks row_chunks(size_t count, const GetMatrix& matrix, int threads) {
         ++share;
       }
       const int64_t left_in_share = share_end(share) - offset;
-      const int64_t tail_piece = std::max<int64_t>(target / 16, int64_t(16) << 10);
       const int64_t bytes = std::min(left_in_share <= 4 * target ? tail_piece : target, left_in_share);
       const int64_t rows = std::min(w.rows - r, std::max<int64_t>(1, bytes / row_bytes));
       out.chunks.push_back({int(i), r, r + rows});
@@ -434,8 +434,7 @@ void swiglu_rows(const Backend& backend, const WeightMatrix& gate, const WeightM
   constexpr int64_t kBlock = 128;
   float block[2 * kBlock];
   // An interleaved w13 goes through the kernels as the one matrix it is: memory is then read
-  // strictly in order, which the prefetchers stream best, and kernels that take rows in pairs
-  // (exact 4-bit VNNI) share each load of x between gate[r] and up[r].
+  // strictly in order, which the prefetchers stream best.
   WeightMatrix w13;
   if (fused_w13(gate, up, w13)) {
     for (int64_t r = begin; r < end; r += kBlock) {

@@ -229,8 +229,8 @@ float affine4_q8_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
   const uint8_t* biases = w.biases + r * w.biases_row_stride;
   const int64_t groups = w.cols / kGroup;
   const int64_t param_bytes = groups * (w.scale_dtype == DType::F32 ? 4 : 2);
-  prefetch_span(scales + kPrefetchRows * w.scales_row_stride, param_bytes);
-  prefetch_span(biases + kPrefetchRows * w.biases_row_stride, param_bytes);
+  prefetch_lines(scales + kPrefetchRows * w.scales_row_stride, param_bytes);
+  prefetch_lines(biases + kPrefetchRows * w.biases_row_stride, param_bytes);
   const __m256i nibble = _mm256_set1_epi8(15);
   __m256 acc = q8_row_lanes<kParts>(
       w.data + r * w.row_stride, w.cols / 128, px,
@@ -278,7 +278,7 @@ template <int kParts, bool kNonNegativeScales>
 float nvfp4_q8_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
   const uint8_t* scales = w.scales + r * w.scales_row_stride;
   const float* table = e4m3_table();
-  prefetch_span(scales + kPrefetchRows * w.scales_row_stride, w.cols / 16);
+  prefetch_lines(scales + kPrefetchRows * w.scales_row_stride, w.cols / 16);
   const __m256i values = _mm256_broadcastsi128_si256(
       _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
   const __m256i nibble = _mm256_set1_epi8(15);

@@ -20,15 +20,11 @@ constexpr int64_t kStreamPrefetchBytes = 2048;
 // fastest loop found rather than understate what the machine can stream.
 constexpr int64_t kProbePrefetchBytes = 16384;
 
-// Scale rows are prefetched this many rows ahead.
+// The 4-bit kernels prefetch the whole scale (and bias) row this many rows ahead, every line of
+// it (prefetch_lines, kernels/prefetch.h): a row of NVFP4 scales is cols / 16 bytes, two lines at
+// 2048 columns, and a line left to demand costs a full memory latency per row (cold NVFP4 matvec
+// ran at half the affine rate until its second line was prefetched too).
 constexpr int64_t kPrefetchRows = 2;
-
-// Prefetches every cache line of [p, p + bytes). The 4-bit kernels prefetch whole scale rows
-// with it: a row of NVFP4 scales is cols / 16 bytes, two lines at 2048 columns, and a line left
-// to demand costs a full memory latency per row (cold NVFP4 matvec ran at half the affine rate
-// until its second line was prefetched too).
-// (kernels/prefetch.h, which every file including this one includes first.)
-inline void prefetch_span(const uint8_t* p, int64_t bytes) { ::inkling::kernels::prefetch_lines(p, bytes); }
 
 // Tokens per block of X so the block (rows of `x_row_bytes`) stays in L2 (1 MiB on Zen 4) while
 // weight row blocks stream past it; a multiple of the register tile's token count.

@@ -125,8 +125,8 @@ float affine4_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
   __m512 acc = _mm512_setzero_ps(), bias_acc = _mm512_setzero_ps();
   const int64_t chunks = w.cols / 128, groups = w.cols / kGroup;
   const int64_t param_bytes = groups * (w.scale_dtype == DType::F32 ? 4 : 2);  // BF16 / F16 / F32
-  prefetch_span(scales + kPrefetchRows * w.scales_row_stride, param_bytes);
-  prefetch_span(biases + kPrefetchRows * w.biases_row_stride, param_bytes);
+  prefetch_lines(scales + kPrefetchRows * w.scales_row_stride, param_bytes);
+  prefetch_lines(biases + kPrefetchRows * w.biases_row_stride, param_bytes);
   const __m512i high_nibbles = _mm512_set1_epi8(char(0xF0));
   const __m512i lane_column =
       _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120);
@@ -209,7 +209,7 @@ float nvfp4_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
   __m512 acc = _mm512_setzero_ps();
   const __m512i table = nvfp4_biased_table();
   const int64_t chunks = w.cols / 128;
-  prefetch_span(scales + kPrefetchRows * w.scales_row_stride, w.cols / 16);
+  prefetch_lines(scales + kPrefetchRows * w.scales_row_stride, w.cols / 16);
   // One vector of 16 block scales covers two chunks (8 blocks of 16 columns each). As in
   // affine4_row, only the last pair may be a single chunk.
   auto pair = [&](int64_t first_chunk, auto both) {

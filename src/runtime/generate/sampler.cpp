@@ -42,8 +42,6 @@ namespace {
 typedef float Floats4 __attribute__((vector_size(16)));
 typedef int32_t Ints4 __attribute__((vector_size(16)));
 
-inline Floats4 exp_nonpositive(Floats4 x) { return inkling::exp_nonpositive<Floats4, Ints4>(x); }
-
 }  // namespace
 
 void relative_weights(std::span<const float> values, float top, std::span<float> out) {
@@ -52,12 +50,12 @@ void relative_weights(std::span<const float> values, float top, std::span<float>
   for (; i + 4 <= n; i += 4) {
     Floats4 v;
     std::memcpy(&v, values.data() + i, sizeof v);
-    const Floats4 w = exp_nonpositive(v - top);
+    const Floats4 w = exp_nonpositive<Floats4, Ints4>(v - top);
     std::memcpy(out.data() + i, &w, sizeof w);
   }
   for (; i < n; ++i) {
     Floats4 v = {values[i] - top, 0.0f, 0.0f, 0.0f};
-    out[i] = exp_nonpositive(v)[0];
+    out[i] = exp_nonpositive<Floats4, Ints4>(v)[0];
   }
 }
 
