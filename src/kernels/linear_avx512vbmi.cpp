@@ -4,6 +4,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "kernels/backend.h"
 #include "kernels/prefetch.h"
 

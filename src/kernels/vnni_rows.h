@@ -50,6 +50,15 @@
 // level or up to 5% faster (NVFP4), the kernel being the limit there.
 constexpr int64_t kPrefetchBytes = 8192;
 
+// Scales (and biases) are prefetched whole rows at a time, as far ahead as the codes (and at
+// least kPrefetchRows rows). Two rows ahead was ~60 ns of a fast host's stream, less than a
+// memory latency: a layer's eight MLX experts read at 91% of the probe with two rows and at
+// 93-94% with 8 KiB (host at ~80 GB/s, two threads, in-process alternation, 6 rounds); level
+// with the host at ~45 GB/s.
+inline int64_t param_prefetch_rows(const WeightMatrix& w) {
+  return std::max(kPrefetchRows, kPrefetchBytes / w.row_stride);
+}
+
 // The x digits of one chunk: kParts pairs of (even columns, odd columns), most significant first.
 template <int kParts>
 struct ChunkX {
@@ -109,8 +118,10 @@ inline __m512i low_nibbles(__m512i v) {
 }
 
 // kGroup: the affine group size, 8 .. 128 (vnni_matvec_shape). kParts: digits of x (1 or 3).
+// Row r's unreduced sum: lane l holds its share of W[r] . x.
 template <bool kVbmi, int kGroup, int kParts>
-float affine4_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
+__attribute__((always_inline)) inline __m512 affine4_row(const WeightMatrix& w, int64_t r, const PreparedX& px,
+                                                        int64_t prefetch_rows) {
   constexpr int kGroupsPerChunk = 128 / kGroup;
   constexpr int kChunksPerBlock = 16 / kGroupsPerChunk;  // chunks sharing one vector of 16 scales
   constexpr int kLaneShift = __builtin_ctz(unsigned(kGroup));
@@ -120,13 +131,14 @@ float affine4_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
   const uint8_t* codes = w.data + r * w.row_stride;
   const uint8_t* scales = w.scales + r * w.scales_row_stride;
   const uint8_t* biases = w.biases + r * w.biases_row_stride;
-  // The bias term has its own accumulator: in a cold stream the bias row may arrive after the
-  // codes, and one shared chain would hold every FMA of the row back for it.
-  __m512 acc = _mm512_setzero_ps(), bias_acc = _mm512_setzero_ps();
+  // Two chains for the codes, alternating chunks: with one, the 4-cycle FMA latency per chunk
+  // bounded a cache-resident row. The bias term has its own: in a cold stream the bias row may
+  // arrive after the codes, and a shared chain would hold every FMA of the row back for it.
+  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()}, bias_acc = _mm512_setzero_ps();
   const int64_t chunks = w.cols / 128, groups = w.cols / kGroup;
   const int64_t param_bytes = groups * (w.scale_dtype == DType::F32 ? 4 : 2);  // BF16 / F16 / F32
-  prefetch_lines(scales + kPrefetchRows * w.scales_row_stride, param_bytes);
-  prefetch_lines(biases + kPrefetchRows * w.biases_row_stride, param_bytes);
+  prefetch_lines(scales + prefetch_rows * w.scales_row_stride, param_bytes);
+  prefetch_lines(biases + prefetch_rows * w.biases_row_stride, param_bytes);
   const __m512i high_nibbles = _mm512_set1_epi8(char(0xF0));
   const __m512i lane_column =
       _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120);
@@ -137,8 +149,7 @@ float affine4_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
     const int64_t first_group = first_chunk * kGroupsPerChunk;
     const __mmask16 mask = kFull ? __mmask16(0xffff) : tail_mask(groups - first_group);
     const __m512 group_sums = _mm512_maskz_loadu_ps(mask, px.group_sums_q8 + first_group);
-    __m512 scale_block = load_params16(scales, w.scale_dtype, first_group, mask);
-    if constexpr (kTimes16) scale_block = _mm512_mul_ps(scale_block, _mm512_set1_ps(1.0f / 16.0f));
+    const __m512 scale_block = load_params16(scales, w.scale_dtype, first_group, mask);
     bias_acc = _mm512_fmadd_ps(load_params16(biases, w.scale_dtype, first_group, mask), group_sums, bias_acc);
 #pragma GCC unroll 16
     for (int c = 0; c < kChunksPerBlock; ++c) {
@@ -160,13 +171,17 @@ float affine4_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
       }
       const __m512i dots = digit_dots<kParts>(_mm512_setzero_si512(), low, high, x);
       const __m512 lane_scales = _mm512_mul_ps(_mm512_permutexvar_ps(lane_scale, scale_block), x.scale);
-      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), lane_scales, acc);
+      acc[c & 1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), lane_scales, acc[c & 1]);
     }
   };
   const int64_t full_blocks = chunks / kChunksPerBlock;
   for (int64_t b = 0; b < full_blocks; ++b) block(b * kChunksPerBlock, std::true_type());
   if (full_blocks * kChunksPerBlock < chunks) block(full_blocks * kChunksPerBlock, std::false_type());
-  return _mm512_reduce_add_ps(_mm512_add_ps(acc, bias_acc));
+  const __m512 codes_sum = _mm512_add_ps(acc[0], acc[1]);
+  // One digit entered the codes as 16 * code: scaling the sum by the exact 1/16 rounds as
+  // scaling each scale did.
+  return kTimes16 ? _mm512_fmadd_ps(codes_sum, _mm512_set1_ps(1.0f / 16.0f), bias_acc)
+                  : _mm512_add_ps(codes_sum, bias_acc);
 }
 
 // 2 * fp4 + 12 for each E2M1 code at byte index & 15 (vpermb: the table repeats every 16
@@ -203,13 +218,14 @@ inline bool e4m3_nonnegative_finite(const uint8_t* bytes, int64_t n) {
 // kParts: digits of x (1 or 3). With 3, |Q| < 2^23: 24 * 2^23 * 8 still fits in int32.
 // kNonNegativeScales: every block scale of the row passed e4m3_nonnegative_finite.
 template <bool kVbmi, int kParts, bool kNonNegativeScales>
-float nvfp4_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
+__attribute__((always_inline)) inline __m512 nvfp4_row(const WeightMatrix& w, int64_t r, const PreparedX& px,
+                                                      int64_t prefetch_rows) {
   const uint8_t* codes = w.data + r * w.row_stride;
   const uint8_t* scales = w.scales + r * w.scales_row_stride;
-  __m512 acc = _mm512_setzero_ps();
+  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
   const __m512i table = nvfp4_biased_table();
   const int64_t chunks = w.cols / 128;
-  prefetch_lines(scales + kPrefetchRows * w.scales_row_stride, w.cols / 16);
+  prefetch_lines(scales + prefetch_rows * w.scales_row_stride, w.cols / 16);
   // One vector of 16 block scales covers two chunks (8 blocks of 16 columns each). As in
   // affine4_row, only the last pair may be a single chunk.
   auto pair = [&](int64_t first_chunk, auto both) {
@@ -238,33 +254,76 @@ float nvfp4_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
         dots = _mm512_add_epi32(digit_dots<kParts>(_mm512_setzero_si512(), low, high, x), offset);
       }
       const __m512 lane_scales = _mm512_mul_ps(_mm512_permutexvar_ps(spread, block_scales), x.scale);
-      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), lane_scales, acc);
+      acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), lane_scales, acc[c]);
     }
   };
   int64_t first_chunk = 0;
   for (; first_chunk + 2 <= chunks; first_chunk += 2) pair(first_chunk, std::true_type());
   if (first_chunk < chunks) pair(first_chunk, std::false_type());
-  // The table held 2 * fp4.
-  return _mm512_reduce_add_ps(acc) * (0.5f * w.global_scale);
+  return _mm512_add_ps(acc[0], acc[1]);
+}
+
+// The sums of four vectors, in lanes 0..3. Each row's lanes are added in the same order whatever
+// rows it is grouped with, so a row's result does not depend on where a thread's range starts.
+inline __m128 reduce_add_4(__m512 a, __m512 b, __m512 c, __m512 d) {
+  const __m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+  const __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+  __m512 abcd = _mm512_add_ps(_mm512_shuffle_ps(ab, cd, 0x44), _mm512_shuffle_ps(ab, cd, 0xEE));
+  abcd = _mm512_add_ps(abcd, _mm512_shuffle_f32x4(abcd, abcd, 0x4E));
+  abcd = _mm512_add_ps(abcd, _mm512_shuffle_f32x4(abcd, abcd, 0xB1));
+  return _mm512_castps512_ps128(abcd);
+}
+
+// Rows [row_begin, row_end) in groups of four sharing one horizontal reduction, all in one
+// function: called and reduced per row, the per-row work cost as much as 8 chunks of a 2048-column
+// row (cache-resident, one core), and a fast host makes the kernel the limit. `row(r)` is a row's
+// unreduced vector; `scale` multiplies every sum.
+template <class Row>
+__attribute__((always_inline)) inline void rows_by_four(int64_t row_begin, int64_t row_end, float* y,
+                                                       float scale, const Row& row) {
+  const __m128 scale4 = _mm_set1_ps(scale);
+  int64_t r = row_begin;
+  for (; r + 4 <= row_end; r += 4) {
+    // Through an array rather than four named vectors: GCC then spills far less (120 -> 10 zmm
+    // stack accesses in the affine kernel, which ran 15% slower cache-resident with them).
+    __m512 s[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) s[k] = row(r + k);
+    _mm_storeu_ps(y + (r - row_begin), _mm_mul_ps(reduce_add_4(s[0], s[1], s[2], s[3]), scale4));
+  }
+  if (r == row_end) return;
+  __m512 sums[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  for (int64_t k = 0; r + k < row_end; ++k) sums[k] = row(r + k);
+  alignas(16) float tail[4];
+  _mm_store_ps(tail, _mm_mul_ps(reduce_add_4(sums[0], sums[1], sums[2], sums[3]), scale4));
+  for (int64_t k = 0; r + k < row_end; ++k) y[r - row_begin + k] = tail[k];
 }
 
 template <bool kVbmi, int kGroup, int kParts>
 void affine4_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end,
                   float* y) {
-  for (int64_t r = row_begin; r < row_end; ++r) y[r - row_begin] = affine4_row<kVbmi, kGroup, kParts>(w, r, px);
+  const int64_t prefetch_rows = param_prefetch_rows(w);
+  rows_by_four(row_begin, row_end, y, 1.0f, [&](int64_t r) __attribute__((always_inline)) {
+    return affine4_row<kVbmi, kGroup, kParts>(w, r, px, prefetch_rows);
+  });
+}
+
+template <bool kVbmi, int kParts>
+void nvfp4_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end,
+                float* y) {
+  const int64_t scale_bytes = w.cols / 16, prefetch_rows = param_prefetch_rows(w);
+  // The table held 2 * fp4.
+  rows_by_four(row_begin, row_end, y, 0.5f * w.global_scale, [&](int64_t r) __attribute__((always_inline)) {
+    return e4m3_nonnegative_finite(w.scales + r * w.scales_row_stride, scale_bytes)
+               ? nvfp4_row<kVbmi, kParts, true>(w, r, px, prefetch_rows)
+               : nvfp4_row<kVbmi, kParts, false>(w, r, px, prefetch_rows);
+  });
 }
 
 template <bool kVbmi, int kParts>
 void vnni_rows_parts(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end,
                      float* y) {
-  if (w.format == WeightFormat::NvFp4) {
-    const int64_t scale_bytes = w.cols / 16;
-    for (int64_t r = row_begin; r < row_end; ++r) {
-      const bool nonnegative = e4m3_nonnegative_finite(w.scales + r * w.scales_row_stride, scale_bytes);
-      y[r - row_begin] = nonnegative ? nvfp4_row<kVbmi, kParts, true>(w, r, px) : nvfp4_row<kVbmi, kParts, false>(w, r, px);
-    }
-    return;
-  }
+  if (w.format == WeightFormat::NvFp4) return nvfp4_rows<kVbmi, kParts>(w, px, row_begin, row_end, y);
   switch (w.group_size) {
     case 8: return affine4_rows<kVbmi, 8, kParts>(w, px, row_begin, row_end, y);
     case 16: return affine4_rows<kVbmi, 16, kParts>(w, px, row_begin, row_end, y);

@@ -420,6 +420,45 @@ TEST(LinearPrecision, VnniVariantsAgreeBitwise) {
   kernels::detail::set_vnni_vbmi(saved_vbmi);
 }
 
+// The VNNI kernels reduce rows four at a time from the start of a thread's range: a row's output
+// must not depend on that start (nor on which rows share its reduction), and the last one to
+// three rows of a range must land in their own places. Each view below starts `skip` rows later
+// and must give the full matrix's outputs bit for bit.
+TEST(LinearPrecision, VnniRowsIndependentOfRangeStart) {
+  if (!kernels::isa_supported(Isa::Avx512) || !kernels::detail::cpu_has_avx512_vnni())
+    GTEST_SKIP() << "this CPU has no AVX512_VNNI";
+  IsaGuard guard;
+  PrecisionGuard restore(kernels::matmul_precision());
+  kernels::set_isa(Isa::Avx512);
+  std::mt19937 rng(5);
+  for (const FormatSpec& spec : kExpertFormats) {
+    for (auto precision : {kernels::MatmulPrecision::Bf16Activations, kernels::MatmulPrecision::Exact}) {
+      kernels::set_matmul_precision(precision);
+      TestMatrix matrix(spec, 23, 256, 1, rng);
+      const WeightMatrix full = matrix.view(0);
+      std::vector<float> x = random_vector(256, rng);
+      std::vector<float> want(size_t(full.rows), NAN);
+      kernels::matvec(full, x.data(), want.data());
+      for (int64_t skip = 1; skip <= 7; ++skip) {
+        SCOPED_TRACE(spec.name() + " skip=" + std::to_string(skip));
+        WeightMatrix w = full;
+        w.rows -= skip;
+        w.data += skip * w.row_stride;
+        w.scales += skip * w.scales_row_stride;
+        if (w.biases) w.biases += skip * w.biases_row_stride;
+        for (int64_t rows : {w.rows, int64_t(1), int64_t(2), int64_t(3), int64_t(5)}) {
+          WeightMatrix part = w;
+          part.rows = rows;
+          std::vector<float> got(size_t(rows) + 1, NAN);
+          kernels::matvec(part, x.data(), got.data());
+          for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(got[size_t(r)], want[size_t(r + skip)]) << "row " << r << " of " << rows;
+          ASSERT_TRUE(std::isnan(got[size_t(rows)])) << "wrote past the last of " << rows << " rows";
+        }
+      }
+    }
+  }
+}
+
 // The VNNI NVFP4 kernel decodes block scales with a shift when a row's are all non-negative and
 // finite (every real checkpoint), and in full otherwise: negative scales must still count as
 // negative and a NaN scale must reach its row's output (and only its row's), on every path.
