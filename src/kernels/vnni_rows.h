@@ -54,9 +54,14 @@ constexpr int64_t kPrefetchBytes = 8192;
 // least kPrefetchRows rows). Two rows ahead was ~60 ns of a fast host's stream, less than a
 // memory latency: a layer's eight MLX experts read at 91% of the probe with two rows and at
 // 93-94% with 8 KiB (host at ~80 GB/s, two threads, in-process alternation, 6 rounds); level
-// with the host at ~45 GB/s.
-inline int64_t param_prefetch_rows(const WeightMatrix& w) {
-  return std::max(kPrefetchRows, kPrefetchBytes / w.row_stride);
+// with the host at ~45 GB/s. Row r prefetches row r + ahead; this prefetches the params of the
+// range's first `ahead` rows and returns `ahead`.
+inline int64_t prefetch_first_params(const WeightMatrix& w, int64_t row_begin, int64_t row_end) {
+  const int64_t ahead = std::max(kPrefetchRows, kPrefetchBytes / w.row_stride);
+  const int64_t first = std::min(ahead, row_end - row_begin);
+  prefetch_lines(w.scales + row_begin * w.scales_row_stride, first * w.scales_row_stride);
+  if (w.biases) prefetch_lines(w.biases + row_begin * w.biases_row_stride, first * w.biases_row_stride);
+  return ahead;
 }
 
 // The x digits of one chunk: kParts pairs of (even columns, odd columns), most significant first.
@@ -302,7 +307,7 @@ __attribute__((always_inline)) inline void rows_by_four(int64_t row_begin, int64
 template <bool kVbmi, int kGroup, int kParts>
 void affine4_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end,
                   float* y) {
-  const int64_t prefetch_rows = param_prefetch_rows(w);
+  const int64_t prefetch_rows = prefetch_first_params(w, row_begin, row_end);
   rows_by_four(row_begin, row_end, y, 1.0f, [&](int64_t r) __attribute__((always_inline)) {
     return affine4_row<kVbmi, kGroup, kParts>(w, r, px, prefetch_rows);
   });
@@ -311,7 +316,7 @@ void affine4_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin,
 template <bool kVbmi, int kParts>
 void nvfp4_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end,
                 float* y) {
-  const int64_t scale_bytes = w.cols / 16, prefetch_rows = param_prefetch_rows(w);
+  const int64_t scale_bytes = w.cols / 16, prefetch_rows = prefetch_first_params(w, row_begin, row_end);
   // The table held 2 * fp4.
   rows_by_four(row_begin, row_end, y, 0.5f * w.global_scale, [&](int64_t r) __attribute__((always_inline)) {
     return e4m3_nonnegative_finite(w.scales + r * w.scales_row_stride, scale_bytes)
