@@ -10,7 +10,7 @@ namespace inkling {
 struct KvHeadView {
   const uint8_t* keys;
   const uint8_t* values;
-  int64_t row_bytes;  // bytes per cache slot (all heads)
+  int64_t row_bytes;  // bytes from one position's row to the next (this head's d values, KvCache)
   int64_t capacity;
   bool ring;
   bool bf16;

@@ -107,16 +107,17 @@ SequenceState InklingModel::new_sequence() const {
     LayerState& ls = state.layers[i];
     KvCache& kv = ls.kv;
     kv.dtype = options_.kv_dtype;
-    kv.row_elems = int64_t(s.n_kv_heads) * s.head_dim;
+    kv.heads = s.n_kv_heads;
+    kv.head_dim = s.head_dim;
     // A ring only pays off when the window is shorter than the context.
     kv.ring = s.sliding && config_.sliding_window - 1 + options_.max_chunk < options_.context;
     kv.capacity = kv.ring ? config_.sliding_window - 1 + options_.max_chunk : options_.context;
-    size_t bytes = size_t(kv.capacity * kv.row_elems) * dtype_size(kv.dtype);
+    size_t bytes = size_t(kv.heads * kv.head_bytes());
     kv.keys.assign(bytes, 0);
     kv.values.assign(bytes, 0);
     int64_t k = config_.conv_kernel - 1;
-    ls.conv[0].assign(size_t(k * kv.row_elems), 0.0f);
-    ls.conv[1].assign(size_t(k * kv.row_elems), 0.0f);
+    ls.conv[0].assign(size_t(k * kv.heads * kv.head_dim), 0.0f);
+    ls.conv[1].assign(size_t(k * kv.heads * kv.head_dim), 0.0f);
     ls.conv[2].assign(size_t(k * config_.hidden_size), 0.0f);
     ls.conv[3].assign(size_t(k * config_.hidden_size), 0.0f);
   }
@@ -226,13 +227,14 @@ void InklingModel::attention(int layer, SequenceState& state, int64_t n) {
       float* qh = q_.data() + t * qd + hd * d;
       rms_norm(qh, lv.q_norm.data(), d, c.rms_norm_eps, qh);
     }
-    store_kv(ls.kv.key_row(pos0 + t), k_.data() + t * kvd, kvd, ls.kv.dtype);
-    store_kv(ls.kv.value_row(pos0 + t), v_.data() + t * kvd, kvd, ls.kv.dtype);
+    for (int64_t g = 0; g < nkv; ++g) {
+      store_kv(ls.kv.key_row(g, pos0 + t), k_.data() + t * kvd + g * d, d, ls.kv.dtype);
+      store_kv(ls.kv.value_row(g, pos0 + t), v_.data() + t * kvd + g * d, d, ls.kv.dtype);
+    }
   }
   const bool global_tau = !s.sliding && c.log_scaling_n_floor.has_value();
   const float inv_d = 1.0f / float(d);
   const int64_t group = nh / nkv;
-  const size_t elem = dtype_size(ls.kv.dtype);
   const KvCache& kv = ls.kv;
   const int threads = kernels::thread_count();
   // Scores and (decode) the bias per distance: 2 x group x keys at most.
@@ -241,8 +243,8 @@ void InklingModel::attention(int layer, SequenceState& state, int64_t n) {
     attention_scores_.resize(size_t(threads) * scores_per_thread);
   auto window_start = [&](int64_t p) { return s.sliding ? std::max<int64_t>(0, p - c.sliding_window + 1) : 0; };
   auto head_view = [&](int64_t kv_head) {
-    return KvHeadView{kv.keys.data() + kv_head * d * elem, kv.values.data() + kv_head * d * elem,
-                      kv.row_elems * int64_t(elem), kv.capacity, kv.ring, kv.dtype == DType::BF16};
+    return KvHeadView{kv.keys.data() + kv_head * kv.head_bytes(), kv.values.data() + kv_head * kv.head_bytes(),
+                      kv.row_bytes(), kv.capacity, kv.ring, kv.dtype == DType::BF16};
   };
   auto tau_at = [&](int64_t p) {
     return global_tau ? log_position_tau(p + 1, *c.log_scaling_n_floor, c.log_scaling_alpha) : 1.0f;
