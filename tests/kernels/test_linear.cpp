@@ -420,10 +420,10 @@ TEST(LinearPrecision, VnniVariantsAgreeBitwise) {
   kernels::detail::set_vnni_vbmi(saved_vbmi);
 }
 
-// The VNNI kernels reduce rows four at a time from the start of a thread's range: a row's output
-// must not depend on that start (nor on which rows share its reduction), and the last one to
-// three rows of a range must land in their own places. Each view below starts `skip` rows later
-// and must give the full matrix's outputs bit for bit.
+// Threads and chunks split a matrix's rows at arbitrary points: a row's VNNI output must not
+// depend on where its range starts or how long it is (the kernels prefetch a range's first rows'
+// scales, and reducing rows in groups was tried), and no range may write past its last row. Each
+// view below starts `skip` rows later and must give the full matrix's outputs bit for bit.
 TEST(LinearPrecision, VnniRowsIndependentOfRangeStart) {
   if (!kernels::isa_supported(Isa::Avx512) || !kernels::detail::cpu_has_avx512_vnni())
     GTEST_SKIP() << "this CPU has no AVX512_VNNI";
