@@ -53,9 +53,9 @@ constexpr int64_t kPrefetchBytes = 8192;
 // Scales (and biases) are prefetched whole rows at a time, as far ahead as the codes (and at
 // least kPrefetchRows rows). Two rows ahead was ~60 ns of a fast host's stream, less than a
 // memory latency: a layer's eight MLX experts read 91% of the probe with two rows and 93-94%
-// with 8 KiB (host at ~80 GB/s, two threads, variants alternated in one process, 6 rounds; NVFP4
-// level); level with the host at ~45 GB/s. Row r prefetches row r + ahead; this prefetches the params of the
-// range's first `ahead` rows and returns `ahead`.
+// with 8 KiB (host at ~80 GB/s, two threads, variants alternated in one process, 6 rounds;
+// NVFP4 level); level with the host at ~45 GB/s. Row r prefetches row r + ahead; this
+// prefetches the params of the range's first `ahead` rows and returns `ahead`.
 inline int64_t prefetch_first_params(const WeightMatrix& w, int64_t row_begin, int64_t row_end) {
   const int64_t ahead = std::max(kPrefetchRows, kPrefetchBytes / w.row_stride);
   const int64_t first = std::min(ahead, row_end - row_begin);

@@ -30,8 +30,11 @@ struct KvCache {
   int64_t slot(int64_t position) const { return ring ? position % capacity : position; }
   int64_t row_bytes() const { return head_dim * int64_t(dtype_size(dtype)); }
   int64_t head_bytes() const { return capacity * row_bytes(); }
-  uint8_t* key_row(int64_t head, int64_t position) { return keys.data() + head * head_bytes() + slot(position) * row_bytes(); }
-  uint8_t* value_row(int64_t head, int64_t position) { return values.data() + head * head_bytes() + slot(position) * row_bytes(); }
+  int64_t offset(int64_t head, int64_t position) const {
+    return head * head_bytes() + slot(position) * row_bytes();
+  }
+  uint8_t* key_row(int64_t head, int64_t position) { return keys.data() + offset(head, position); }
+  uint8_t* value_row(int64_t head, int64_t position) { return values.data() + offset(head, position); }
 };
 
 struct LayerState {
