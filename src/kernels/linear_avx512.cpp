@@ -16,7 +16,6 @@
 #include <utility>
 
 #include "kernels/backend.h"
-#include "kernels/prefetch.h"
 
 namespace inkling::kernels::detail {
 namespace {

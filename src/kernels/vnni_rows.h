@@ -27,14 +27,16 @@
 // Affine: W . x = sum_g scale_g * (codes_g . x^_g) + bias_g * sum(x^_g), with x^ the quantized x
 // throughout, so the result is exactly W . x^ (no cancellation error from the bias split). With
 // one digit both nibbles enter the integer dot as 16 * code (the high one in place, byte & 0xF0)
-// and the exact factor 1/16 goes into the scales; with three, as plain codes (range).
+// and the row's sum is scaled by the exact factor 1/16 at the end; with three, as plain codes
+// (range).
 // NVFP4: vpdpbusd needs unsigned weights: the nibble is looked up as 2 * fp4 + 12 in [0, 24].
 
 // One row at a time: each thread then reads a single stream strictly in order, which the
 // prefetchers follow best. Cold (decode) matvecs stream 1.4-1.9x faster than with 4-row blocks
 // (bench_kernels matvec/q4g64/expert_1024x2048: 12.0 -> 22.6 GB/s).
-// Software prefetch 8 KiB ahead in the code stream, and the scales (and biases) of the rows two
-// ahead (A/B, 8 alternating runs: expert matvec +10%, 2048 x 8192 +5%, against none). 8 KiB
+// Software prefetch 8 KiB ahead in the code stream, and the scales (and biases) of the rows as
+// far ahead (prefetch_first_params; against no prefetch, with the scales two rows ahead: A/B, 8
+// alternating runs, expert matvec +10%, 2048 x 8192 +5%). 8 KiB
 // rather than 2: the one-digit kernel (--fast) then reads faster than one core's stream at 2 KiB
 // (INKLING_THREADS=1 tools/ab_kernels.py, 6 rounds: 2048-column matvecs +4-12%), and whole-model
 // decode gained in this host's fast phases (mlx-4bit +3.6% and +5.1%, NVFP4 +1.8%, 6 alternating
