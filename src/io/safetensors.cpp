@@ -409,6 +409,22 @@ void SafetensorsFile::read_tensor(std::string_view name, uint64_t begin, uint64_
   ::close(fd);
 }
 
+bool SafetensorsFile::read_ahead(std::string_view name) const {
+  const TensorView view = get(name);
+  if (!is_mmap_ || view.nbytes == 0) return false;
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = uintptr_t(view.data) / page * page;
+  const uintptr_t last = uintptr_t(view.data) + view.nbytes;
+  // Linux reads at most one readahead window per call (max of read_ahead_kb and the device's
+  // largest request; often 128 KiB): one call for the whole tensor read only its first window.
+  // The calls queue the reads and return (0.17 s for 823 MB from a cold virtual disk here, all
+  // of it cached 0.35 s after the first).
+  constexpr uintptr_t kPiece = uintptr_t(128) << 10;
+  for (uintptr_t at = first; at < last; at += kPiece)
+    if (::madvise(reinterpret_cast<void*>(at), std::min(kPiece, last - at), MADV_WILLNEED) != 0) return false;
+  return true;
+}
+
 TensorView SafetensorsFile::get(std::string_view name) const {
   std::optional<TensorView> view = find(name);
   if (!view) fail_file(path_.string(), "no tensor " + in_quotes(name) + " in this file");

@@ -57,6 +57,10 @@ class SafetensorsFile {
   // Copies bytes [begin, begin + count) of tensor `name` to `out`. A mapped file is read with
   // pread, not through the mapping, so its pages never count toward this process's RSS.
   void read_tensor(std::string_view name, uint64_t begin, uint64_t count, uint8_t* out) const;
+  // Asks the kernel to bring tensor `name`'s file pages into the page cache in the background
+  // (MADV_WILLNEED): they are not mapped, so they count toward no process's RSS until touched.
+  // Advisory: false when the file is not mapped or the kernel declined.
+  bool read_ahead(std::string_view name) const;
 
  private:
   SafetensorsFile() = default;
@@ -95,6 +99,9 @@ class TensorStore {
   uint64_t make_resident(const std::vector<std::string>& names,
                          const std::function<void(uint64_t, uint64_t)>& progress = {});
   uint64_t resident_bytes() const;
+  // SafetensorsFile::read_ahead for a tensor still read through its file's mapping; false for
+  // one copied by make_resident (it is in memory already). Unknown names throw.
+  bool read_ahead(std::string_view name) const;
   // Of those, the bytes the kernel backs with huge pages right now.
   uint64_t resident_huge_page_bytes() const;
 

@@ -246,6 +246,13 @@ uint64_t TensorStore::make_resident(const std::vector<std::string>& names,
   return done;
 }
 
+bool TensorStore::read_ahead(std::string_view name) const {
+  auto it = tensor_file_.find(name);
+  if (it == tensor_file_.end()) throw Error("no tensor " + in_quotes(name) + " in checkpoint " + dir_.string());
+  if (resident_.count(name)) return false;
+  return files_[it->second]->read_ahead(name);
+}
+
 uint64_t TensorStore::resident_bytes() const { return arena_ ? arena_->used() : 0; }
 
 uint64_t TensorStore::resident_huge_page_bytes() const { return arena_ ? arena_->huge_page_bytes() : 0; }

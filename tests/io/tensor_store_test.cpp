@@ -1,4 +1,11 @@
 // TensorStore: single-file, loose-file and index-sharded checkpoint directories.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -228,6 +235,54 @@ TEST_F(TensorStoreTest, MakeResidentSplitsLargeTensors) {
   ASSERT_EQ(big.nbytes, bytes);
   EXPECT_TRUE(std::equal(data.begin(), data.end(), big.data));
   EXPECT_LE(store.resident_huge_page_bytes(), store.resident_bytes());
+}
+
+// Of the pages under [data, data + bytes), the share the page cache holds.
+double share_in_page_cache(const uint8_t* data, size_t bytes) {
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = uintptr_t(data) / page * page;
+  const size_t pages = (uintptr_t(data) + bytes - first + page - 1) / page;
+  std::vector<unsigned char> resident(pages);
+  if (::mincore(reinterpret_cast<void*>(first), pages * page, resident.data()) != 0) return -1.0;
+  size_t held = 0;
+  for (unsigned char r : resident) held += r & 1;
+  return double(held) / double(pages);
+}
+
+// The kernel reads ahead around whatever the test touches (8 MiB here: opening the file faults its
+// header page), so the tensor is large and only its middle is watched.
+TEST_F(TensorStoreTest, ReadAheadBringsAMappedTensorIntoThePageCache) {
+  const size_t bytes = size_t(48) << 20, watched_begin = size_t(16) << 20, watched_bytes = size_t(16) << 20;
+  std::vector<uint8_t> data(bytes);
+  for (size_t i = 0; i < bytes; ++i) data[i] = uint8_t(i * 31 + 7);
+  const auto path = dir_ / "model.safetensors";
+  write_file(path, good_image({{"embed", "U8", {int64_t(bytes)}, data}, {"norm", "F32", {1}, iota_bytes(4, 3)}}));
+  {  // out of the page cache, so that only read_ahead can bring it back
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ::fdatasync(fd);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
+  TensorStore store = TensorStore::open_dir(dir_);
+  store.make_resident({"norm"});
+  const TensorView embed = store.get("embed");
+  const uint8_t* watched = embed.data + watched_begin;
+  const double before = share_in_page_cache(watched, watched_bytes);
+  ASSERT_GE(before, 0.0) << "mincore failed";
+  if (before > 0.5) GTEST_SKIP() << "this file system keeps the file cached (" << before << " of it)";
+  EXPECT_TRUE(store.read_ahead("embed"));
+  double after = before;
+  for (int i = 0; i < 1000 && after < 1.0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    after = share_in_page_cache(watched, watched_bytes);
+  }
+  EXPECT_EQ(after, 1.0) << "before read_ahead: " << before;
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), embed.data));
+  EXPECT_FALSE(store.read_ahead("norm"));  // a resident copy is in memory already
+  expect_error([&] { store.read_ahead("lm_head"); }, {"lm_head", dir_.string()});
+  SafetensorsFile in_memory = SafetensorsFile::from_bytes(good_image({{"x", "U8", {1}, {1}}}), "image");
+  EXPECT_FALSE(in_memory.read_ahead("x"));
 }
 
 TEST(ResidentMemory, ArenaAlignsAndRefusesPastCapacity) {
