@@ -7,17 +7,17 @@
 
 #include "kernels/linear.h"
 #include "kernels/thread_pool.h"
+#include "kernels/vector_ops.h"
 #include "model/attention.h"
 #include "model/layers.h"
 #include "tensor/error.h"
 
 namespace inkling {
 
+// The ISA's sum of squares: one scalar chain of adds was ~1.6 us per 2048 values, ~30 us of a
+// decoded token over its 18 hidden-size norms.
 void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* out) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += x[i] * x[i];
-  float inv = 1.0f / std::sqrt(sum / float(n) + eps);
-  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv * weight[i];
+  kernels::rmsnorm(x, {weight, DType::F32}, eps, n, out);
 }
 
 std::vector<float> to_f32(const TensorView& view) {
