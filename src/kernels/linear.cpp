@@ -343,22 +343,30 @@ RowChunks row_chunks(size_t count, const GetMatrix& matrix, int threads) {
   RowChunks out;
   out.chunks.reserve(size_t(total / target + int64_t(threads) * 80 + int64_t(count)));
   out.share_starts.push_back(0);
+  // Divisions only per product and per share: a layer's eight experts are ~140 chunks, and two
+  // 64-bit divisions per chunk made the split 0.9 us instead of 0.4.
+  std::vector<int64_t> share_end(static_cast<size_t>(threads));
+  for (int s = 0; s < threads; ++s) share_end[size_t(s)] = total * (s + 1) / threads;
   int share = 0;
-  auto share_end = [&](int s) { return total * (s + 1) / threads; };
   const int64_t tail_piece = std::max<int64_t>(target / 16, int64_t(16) << 10);
   int64_t offset = 0;  // bytes before the current row
   for (size_t i = 0; i < count; ++i) {
     const WeightMatrix& w = matrix(i);
     if (w.rows == 0) continue;
     const int64_t row_bytes = std::max<int64_t>(1, w.bytes_read() / w.rows);
+    const int64_t target_rows = std::max<int64_t>(1, target / row_bytes);
+    const int64_t tail_rows = std::max<int64_t>(1, tail_piece / row_bytes);
     for (int64_t r = 0; r < w.rows;) {
-      while (share + 1 < threads && offset >= share_end(share)) {
+      while (share + 1 < threads && offset >= share_end[size_t(share)]) {
         out.share_starts.push_back(int64_t(out.chunks.size()));
         ++share;
       }
-      const int64_t left_in_share = share_end(share) - offset;
-      const int64_t bytes = std::min(left_in_share <= 4 * target ? tail_piece : target, left_in_share);
-      const int64_t rows = std::min(w.rows - r, std::max<int64_t>(1, bytes / row_bytes));
+      const int64_t left_in_share = share_end[size_t(share)] - offset;
+      const bool tail = left_in_share <= 4 * target;
+      const int64_t piece = tail ? tail_piece : target;
+      const int64_t piece_rows =
+          piece <= left_in_share ? (tail ? tail_rows : target_rows) : std::max<int64_t>(1, left_in_share / row_bytes);
+      const int64_t rows = std::min(w.rows - r, piece_rows);
       out.chunks.push_back({int(i), r, r + rows});
       r += rows;
       offset += rows * row_bytes;
