@@ -126,6 +126,7 @@ struct BenchMatrix {
       scales.assign(size_t(rows * cols / 16), inkling::f32_to_e4m3(0.75f));
       w.scales = scales.data();
       w.scales_row_stride = cols / 16;
+      w.scales_nonnegative_finite = true;  // as the checkpoint binder marks ModelOpt's scales
       w.global_scale = 0.01f;
     }
   }

@@ -403,6 +403,7 @@ bool fused_w13(const WeightMatrix& gate, const WeightMatrix& up, WeightMatrix& w
       !interleaved(gate.biases, up.biases, gate.biases_row_stride, up.biases_row_stride))
     return false;
   w13 = gate;
+  w13.scales_nonnegative_finite = gate.scales_nonnegative_finite && up.scales_nonnegative_finite;
   w13.rows = 2 * gate.rows;
   w13.row_stride = gate.row_stride / 2;
   w13.scales_row_stride = gate.scales_row_stride / 2;

@@ -285,7 +285,8 @@ void nvfp4_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, i
                 float* y) {
   const int64_t scale_bytes = w.cols / 16, prefetch_rows = prefetch_first_params(w, row_begin, row_end);
   for (int64_t r = row_begin; r < row_end; ++r) {
-    const bool nonnegative = e4m3_nonnegative_finite(w.scales + r * w.scales_row_stride, scale_bytes);
+    const bool nonnegative =
+        w.scales_nonnegative_finite || e4m3_nonnegative_finite(w.scales + r * w.scales_row_stride, scale_bytes);
     y[r - row_begin] = nonnegative ? nvfp4_row<kVbmi, kParts, true>(w, r, px, prefetch_rows)
                                    : nvfp4_row<kVbmi, kParts, false>(w, r, px, prefetch_rows);
   }

@@ -9,10 +9,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <set>
 
 #include "checkpoint_test_util.h"
+#include "io/safetensors.h"
 #include "model/weights.h"
 #include "tensor/dtype.h"
 #include "tensor/error.h"
@@ -447,6 +449,49 @@ TEST_F(RoundTrip, MlxAffineIndependentDecode) {
 }
 
 // hf_quant_config.json alone (config.json without a quantization entry) still gives NVFP4.
+// The binder marks NVFP4 matrices whose block scales are all non-negative and finite (ModelOpt's
+// always are), so the kernels need not check each row. One negative scale in a tensor unmarks the
+// matrices bound from that tensor, and only those.
+TEST_F(RoundTrip, Nvfp4ScalesCheckedOnceAtBinding) {
+  const fs::path source = synth_tiny("nvfp4", kSeed);
+  auto expect_marks = [](const Checkpoint& ckpt, bool layer2_down) {
+    const ModelWeights& w = ckpt.weights();
+    for (const GatedExpert& e : w.layers[1].mlp.experts) EXPECT_FALSE(e.gate.scales_nonnegative_finite);  // bf16
+    for (int layer : {2, 3}) {
+      for (const GatedExpert& e : w.layers[size_t(layer)].mlp.experts) {
+        EXPECT_TRUE(e.gate.scales_nonnegative_finite) << layer;
+        EXPECT_TRUE(e.up.scales_nonnegative_finite) << layer;
+        EXPECT_EQ(e.down.scales_nonnegative_finite, layer == 2 ? layer2_down : true) << layer;
+      }
+    }
+  };
+  expect_marks(*Checkpoint::open(source), true);
+
+  const std::string name = "model.llm.layers.2.mlp.experts.w2_weight.scale";
+  const fs::path dir = clone_checkpoint(source, "nvfp4_negative_scale");
+  fs::path shard;
+  for (const fs::path& file : shard_files(dir))
+    if (SafetensorsFile::open(file).contains(name)) shard = file;
+  ASSERT_FALSE(shard.empty()) << name;
+  materialize(shard);
+  std::fstream file(shard, std::ios::in | std::ios::out | std::ios::binary);
+  uint64_t header_bytes = 0;
+  file.read(reinterpret_cast<char*>(&header_bytes), 8);
+  std::string header(size_t(header_bytes), '\0');
+  file.read(header.data(), std::streamsize(header_bytes));
+  const uint64_t last = nlohmann::json::parse(header)[name]["data_offsets"][1].get<uint64_t>();
+  const std::streamoff at = std::streamoff(8 + header_bytes + last - 1);  // the tensor's last scale
+  char byte = 0;
+  file.seekg(at);
+  file.read(&byte, 1);
+  byte = char(uint8_t(byte) | 0x80);
+  file.seekp(at);
+  file.write(&byte, 1);
+  ASSERT_TRUE(file.good());
+  file.close();
+  expect_marks(*Checkpoint::open(dir), false);
+}
+
 TEST_F(RoundTrip, Nvfp4FromHfQuantConfigAlone) {
   fs::path dir = clone_checkpoint(synth_tiny("nvfp4", kSeed), "nvfp4_hfq");
   nlohmann::json config = read_json(dir / "config.json");

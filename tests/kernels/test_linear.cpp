@@ -496,6 +496,41 @@ TEST(LinearPrecision, Nvfp4SignedAndNanScales) {
   }
 }
 
+// A matrix marked scales_nonnegative_finite (the binder's scan) skips the per-row check of its
+// NVFP4 scales. Fused gate / up (one w13 stream) may skip it only when both halves are marked:
+// here the gate is marked, and up's negative scales must still count as negative.
+TEST(LinearPrecision, Nvfp4MarkedScalesAndFusedW13) {
+  IsaGuard guard;
+  PrecisionGuard restore(kernels::matmul_precision());
+  std::mt19937 rng(29);
+  const FormatSpec spec{WeightFormat::NvFp4, 4, 16, DType::F8_E4M3};
+  const int64_t rows = 37, cols = 2176;
+  TestMatrix w13(spec, rows, cols, 2, rng);
+  for (int64_t r : {0, 5, 36}) *(w13.scales_of_row(1, r) + 3) |= 0x80;  // up rows with a negative scale
+  WeightMatrix gate = w13.view(0);
+  const WeightMatrix up = w13.view(1);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < cols / 16; ++i) ASSERT_LE(*(w13.scales_of_row(0, r) + i), 0x7e);
+  gate.scales_nonnegative_finite = true;
+  std::vector<float> x = random_vector(cols, rng);
+  const std::vector<double> g = reference_matmul(gate, x.data(), 1), u = reference_matmul(up, x.data(), 1);
+  std::vector<double> want(g.size());
+  for (size_t i = 0; i < g.size(); ++i) want[i] = silu(g[i]) * u[i];
+  for (auto precision : {kernels::MatmulPrecision::Bf16Activations, kernels::MatmulPrecision::Exact}) {
+    kernels::set_matmul_precision(precision);
+    const bool fast = precision == kernels::MatmulPrecision::Bf16Activations;
+    for (Isa isa : testable_isas()) {
+      SCOPED_TRACE(std::string(kernels::isa_name(isa)) + (fast ? " fast" : " exact"));
+      kernels::set_isa(isa);
+      std::vector<float> got(size_t(rows), NAN);
+      kernels::matvec(gate, x.data(), got.data());
+      EXPECT_LT(relative_error(got, g), fast ? kVnniTolerance : kTolerance);
+      kernels::swiglu_matvec(gate, up, x.data(), got.data());
+      EXPECT_LT(relative_error(got, want), fast ? 5 * kVnniTolerance : 5 * kTolerance);
+    }
+  }
+}
+
 // Each backend's quantize_q8 (the AVX-512 one vectorised) must write the scalar one's bytes: the
 // ISAs' 4-bit decodes are compared against each other on the same digits.
 TEST(LinearPrepare, QuantizeQ8SameOnEveryIsa) {
