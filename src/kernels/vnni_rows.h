@@ -206,7 +206,8 @@ inline __m512i nvfp4_lookup(__m512i indices, __m512i table) {
 
 // True when none of the n E4M3 bytes has its sign bit set or is NaN (0x7F): then the scales
 // decode with a shift and a multiply (e4m3x16_nonnegative_to_f32). ModelOpt's block scales are
-// amax / 6 / global scale, never negative; the general decode stays for other files.
+// amax / 6 / global scale, never negative; the general decode stays for other files. Only rows of
+// matrices the binder did not mark (WeightMatrix::scales_nonnegative_finite) are checked here.
 inline bool e4m3_nonnegative_finite(const uint8_t* bytes, int64_t n) {
   const __m512i largest = _mm512_set1_epi8(0x7e);
   __mmask64 outside = 0;
