@@ -99,6 +99,8 @@ class TensorStore {
   uint64_t make_resident(const std::vector<std::string>& names,
                          const std::function<void(uint64_t, uint64_t)>& progress = {});
   uint64_t resident_bytes() const;
+  // True when make_resident copied tensor `name` (get() and find() return the copy).
+  bool is_resident(std::string_view name) const { return resident_.find(name) != resident_.end(); }
   // SafetensorsFile::read_ahead for a tensor still read through its file's mapping; false for
   // one copied by make_resident (it is in memory already). Unknown names throw.
   bool read_ahead(std::string_view name) const;

@@ -249,7 +249,7 @@ uint64_t TensorStore::make_resident(const std::vector<std::string>& names,
 bool TensorStore::read_ahead(std::string_view name) const {
   auto it = tensor_file_.find(name);
   if (it == tensor_file_.end()) throw Error("no tensor " + in_quotes(name) + " in checkpoint " + dir_.string());
-  if (resident_.count(name)) return false;
+  if (is_resident(name)) return false;
   return files_[it->second]->read_ahead(name);
 }
 

@@ -311,9 +311,10 @@ template <int kParts>
 void q8_matvec_rows_parts(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end, float* y) {
   if (w.format == WeightFormat::NvFp4) {
     for (int64_t r = row_begin; r < row_end; ++r)
-      y[r - row_begin] = w.scales_nonnegative_finite || e4m3_nonnegative_finite(w.scales + r * w.scales_row_stride, w.cols / 16)
-                             ? nvfp4_q8_row<kParts, true>(w, r, px)
-                             : nvfp4_q8_row<kParts, false>(w, r, px);
+      y[r - row_begin] =
+          w.scales_nonnegative_finite || e4m3_nonnegative_finite(w.scales + r * w.scales_row_stride, w.cols / 16)
+              ? nvfp4_q8_row<kParts, true>(w, r, px)
+              : nvfp4_q8_row<kParts, false>(w, r, px);
     return;
   }
   switch (w.group_size) {

@@ -45,8 +45,8 @@ struct WeightMatrix {
   int64_t biases_row_stride = 0;
   float global_scale = 1.0f;  // NvFp4 per-expert scale2
   // NvFp4: every block scale is known to be a non-negative finite E4M3 value (the checkpoint
-  // binder scans them once). The kernels then decode the scales without checking each row
-  // first; false means unknown, and they check row by row.
+  // binder scans them once, when they were copied into memory). The kernels then decode the
+  // scales without checking each row first; false means unknown, and they check row by row.
   bool scales_nonnegative_finite = false;
 
   // Bytes a full pass over the matrix reads (weights + scales + biases).

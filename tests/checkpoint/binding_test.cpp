@@ -449,11 +449,16 @@ TEST_F(RoundTrip, MlxAffineIndependentDecode) {
 }
 
 // hf_quant_config.json alone (config.json without a quantization entry) still gives NVFP4.
-// The binder marks NVFP4 matrices whose block scales are all non-negative and finite (ModelOpt's
-// always are), so the kernels need not check each row. One negative scale in a tensor unmarks the
-// matrices bound from that tensor, and only those.
+// The binder marks NVFP4 matrices whose block scales were copied into memory and are all
+// non-negative and finite (ModelOpt's always are), so the kernels need not check each row. One
+// negative scale in a tensor unmarks the matrices bound from that tensor, and only those; scales
+// left in the mapping are not scanned.
 TEST_F(RoundTrip, Nvfp4ScalesCheckedOnceAtBinding) {
   const fs::path source = synth_tiny("nvfp4", kSeed);
+  CheckpointOptions resident;
+  resident.memory = WeightMemory::HugePages;
+  for (const GatedExpert& e : Checkpoint::open(source)->weights().layers[2].mlp.experts)
+    EXPECT_FALSE(e.gate.scales_nonnegative_finite || e.down.scales_nonnegative_finite);  // mapped
   auto expect_marks = [](const Checkpoint& ckpt, bool layer2_down) {
     const ModelWeights& w = ckpt.weights();
     for (const GatedExpert& e : w.layers[1].mlp.experts) EXPECT_FALSE(e.gate.scales_nonnegative_finite);  // bf16
@@ -465,7 +470,7 @@ TEST_F(RoundTrip, Nvfp4ScalesCheckedOnceAtBinding) {
       }
     }
   };
-  expect_marks(*Checkpoint::open(source), true);
+  expect_marks(*Checkpoint::open(source, resident), true);
 
   const std::string name = "model.llm.layers.2.mlp.experts.w2_weight.scale";
   const fs::path dir = clone_checkpoint(source, "nvfp4_negative_scale");
@@ -489,7 +494,7 @@ TEST_F(RoundTrip, Nvfp4ScalesCheckedOnceAtBinding) {
   file.write(&byte, 1);
   ASSERT_TRUE(file.good());
   file.close();
-  expect_marks(*Checkpoint::open(dir), false);
+  expect_marks(*Checkpoint::open(dir, resident), false);
 }
 
 TEST_F(RoundTrip, Nvfp4FromHfQuantConfigAlone) {
