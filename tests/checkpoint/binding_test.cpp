@@ -457,8 +457,9 @@ TEST_F(RoundTrip, Nvfp4ScalesCheckedOnceAtBinding) {
   const fs::path source = synth_tiny("nvfp4", kSeed);
   CheckpointOptions resident;
   resident.memory = WeightMemory::HugePages;
-  for (const GatedExpert& e : Checkpoint::open(source)->weights().layers[2].mlp.experts)
-    EXPECT_FALSE(e.gate.scales_nonnegative_finite || e.down.scales_nonnegative_finite);  // mapped
+  const std::unique_ptr<Checkpoint> mapped = Checkpoint::open(source);
+  for (const GatedExpert& e : mapped->weights().layers[2].mlp.experts)
+    EXPECT_FALSE(e.gate.scales_nonnegative_finite || e.down.scales_nonnegative_finite);
   auto expect_marks = [](const Checkpoint& ckpt, bool layer2_down) {
     const ModelWeights& w = ckpt.weights();
     for (const GatedExpert& e : w.layers[1].mlp.experts) EXPECT_FALSE(e.gate.scales_nonnegative_finite);  // bf16
