@@ -41,6 +41,10 @@
 // (INKLING_THREADS=1 tools/ab_kernels.py, 6 rounds: 2048-column matvecs +4-12%), and whole-model
 // decode gained in this host's fast phases (mlx-4bit +3.6% and +5.1%, NVFP4 +1.8%, 6 alternating
 // rounds each; 0.99x in a slow phase, where two cores already saturate it).
+// The code prefetch is non-temporal (NTA: into L1 only, not kept in L2 or the L3 victim cache),
+// as the bf16 rows' (linear_avx512bf16.cpp, with the whole-model A/B). In exact precision, where
+// these kernels rather than memory set the pace in fast host phases, it measured level: mlx-4bit
+// +1-2%, NVFP4 -0.5-0.8% (20 in-process rounds each).
 //
 // The three-digit kernel (exact precision) also reads one row at a time. It used to take two
 // adjacent rows per pass to share each load of x (3 x 128 bytes per 64 bytes of codes) between
@@ -164,7 +168,7 @@ float affine4_row(const WeightMatrix& w, int64_t r, const PreparedX& px, int64_t
       // Lane l of chunk c belongs to group c * kGroupsPerChunk + 8 l / kGroup of the block.
       const __m512i lane_scale = _mm512_add_epi32(_mm512_srli_epi32(lane_column, kLaneShift),
                                                   _mm512_set1_epi32(c * kGroupsPerChunk));
-      _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kPrefetchBytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kPrefetchBytes), _MM_HINT_NTA);
       const __m512i v = _mm512_loadu_si512(codes + 64 * ch);
       __m512i low, high;
       if constexpr (kTimes16) {
@@ -248,7 +252,7 @@ float nvfp4_row(const WeightMatrix& w, int64_t r, const PreparedX& px, int64_t p
       // -12 * sum(Q) takes the +12 of the weights back out: as the start of a one-digit dot, or
       // added at the end of a three-digit one (its digits are shifted as they fold in).
       const __m512i offset = _mm512_loadu_si512(px.x_q8_nvfp4_offset + 16 * ch);
-      _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kPrefetchBytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kPrefetchBytes), _MM_HINT_NTA);
       const __m512i v = _mm512_loadu_si512(codes + 64 * ch);
       const __m512i low = nvfp4_lookup<kVbmi>(v, table);
       const __m512i high = nvfp4_lookup<kVbmi>(_mm512_srli_epi16(v, 4), table);
