@@ -8,9 +8,11 @@
 
 inline int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-// How far ahead decode kernels that read one weight row after another prefetch their stream:
-// the hardware prefetchers restart at every 4 KiB page and at every new matrix, and decode is a
-// sequence of short streams. 4 KiB ahead measured the same as 2.
+// How far ahead the AVX-512 f32 / f16 decode rows prefetch their stream (T0): the hardware
+// prefetchers restart at every 4 KiB page and at every new matrix, and decode is a sequence of
+// short streams. 4 KiB ahead measured the same as 2. The bf16 and 4-bit rows prefetch further,
+// non-temporally (kBf16RowPrefetchBytes, vnni_rows.h, linear_avx2.cpp), which measured faster;
+// these rows (f32 checkpoints) were not measured that way.
 constexpr int64_t kStreamPrefetchBytes = 2048;
 
 // The read-bandwidth probe (stream_sum) prefetches this far ahead into L2 (T1). Of the read loops
