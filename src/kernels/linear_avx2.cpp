@@ -525,8 +525,8 @@ uint64_t stream_sum(const uint64_t* data, size_t words) {
   __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
   for (size_t i = 0; i + 16 <= words; i += 16) {
     const char* ahead = reinterpret_cast<const char*>(data + i) + kProbePrefetchBytes;
-    _mm_prefetch(ahead, _MM_HINT_T1);
-    _mm_prefetch(ahead + 64, _MM_HINT_T1);
+    _mm_prefetch(ahead, _MM_HINT_NTA);
+    _mm_prefetch(ahead + 64, _MM_HINT_NTA);
     a0 = _mm256_add_epi64(a0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + i)));
     a1 = _mm256_add_epi64(a1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + i + 4)));
     a2 = _mm256_add_epi64(a2, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + i + 8)));

@@ -665,7 +665,7 @@ uint64_t stream_sum(const uint64_t* data, size_t words) {
   for (size_t i = 0; i + 32 <= words; i += 32) {
     const char* ahead = reinterpret_cast<const char*>(data + i) + kProbePrefetchBytes;
 #pragma GCC unroll 4
-    for (int line = 0; line < 4; ++line) _mm_prefetch(ahead + 64 * line, _MM_HINT_T1);
+    for (int line = 0; line < 4; ++line) _mm_prefetch(ahead + 64 * line, _MM_HINT_NTA);
     a0 = _mm512_add_epi64(a0, _mm512_loadu_si512(data + i));
     a1 = _mm512_add_epi64(a1, _mm512_loadu_si512(data + i + 8));
     a2 = _mm512_add_epi64(a2, _mm512_loadu_si512(data + i + 16));

@@ -16,10 +16,12 @@ inline int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 // NTA 8 / 16 KiB 93.5 / 93.2%, T0 4 KiB 93.4%; 12 in-process rounds, host at ~90 GB/s).
 constexpr int64_t kStreamPrefetchBytes = 2048;
 
-// The read-bandwidth probe (stream_sum) prefetches this far ahead into L2 (T1). Of the read loops
-// tried on this Zen 5 guest, two threads, 5 alternating passes each: T0 2 KiB (the probe until
-// 2026-11-30) 43-48 GB/s, T0 8 KiB 46-49, T1 16 KiB 46-50, T1 32 KiB 46-48; with the host at
-// ~75 GB/s: 73-75, 76, 77-78, 75. The probe is the yardstick of decode efficiency, so it takes the
+// The read-bandwidth probe (stream_sum) prefetches this far ahead, non-temporally (NTA). Of the
+// read loops tried on this Zen 5 guest, two threads, 5 alternating passes each: T0 2 KiB (the
+// probe until 2026-11-30) 43-48 GB/s, T0 8 KiB 46-49, T1 16 KiB 46-50, T1 32 KiB 46-48; with the
+// host at ~75 GB/s: 73-75, 76, 77-78, 75. T1 16 KiB was the probe until 2026-12-01; NTA at 16 KiB
+// then read 2.0% more (60 alternating rounds of the whole probe, median ratio; AVX2 loop: 2.6%,
+// 40 rounds), NTA at 8 KiB 1.6%. The probe is the yardstick of decode efficiency, so it takes the
 // fastest loop found rather than understate what the machine can stream.
 constexpr int64_t kProbePrefetchBytes = 16384;
 
