@@ -48,15 +48,6 @@ inline __m256 load8_partial(const uint8_t* row, int64_t c, int64_t count) {
   return load8<F>(bytes, 0);
 }
 
-// Decode rows are streamed with a non-temporal software prefetch 8 KiB ahead, as on AVX-512
-// (linear_avx512bf16.cpp): the line goes to L1 only, and a weight read once per token gains
-// nothing from L2 or the L3 victim cache. INKLING_ISA=avx2 on the Zen 5 guest, whole-model --fast
-// decode, variants alternated block by block in one process (16 rounds, median ratios) against
-// the previous prefetch (none in the dense rows, T0 2 KiB in the 4-bit rows): bf16 +23%,
-// mlx-4bit +17%, NVFP4 +7%; T0 at 2 KiB in the dense rows too gave only +1-3%. Not measured on
-// an Intel CPU.
-constexpr int64_t kRowPrefetchBytes = 8192;
-
 template <WeightFormat F>
 float dot_dense(const uint8_t* row, const float* x, int64_t cols) {
   constexpr int64_t kElementBytes = F == WeightFormat::F32 ? 4 : 2;

@@ -184,17 +184,9 @@ void bf16_round_rows(const float* x, int64_t n, int64_t cols, uint16_t* out) {
   for (int64_t t = 0; t < n; ++t) round_row(x + t * cols, cols, out + t * ld);
 }
 
-// Software prefetch of a bf16 row stream: 8 KiB ahead, non-temporal (into L1 only; on AMD such a
-// line is not kept in L2 and is not written into the L3 victim cache when it leaves L1, which a
-// stream read once per token has no use for). Against the previous T0 at 2 KiB on this Zen 5 guest
-// (two threads, variants alternated in one process): the 820 MB bench head read 89% of the probe
-// instead of 87% (8 of 8 rounds ahead, host at ~88 GB/s); whole-model --fast decode, with the
-// 4-bit kernels' NTA prefetch (vnni_rows.h), 24 rounds each: mlx-4bit +3.9%, NVFP4 +5.5%,
-// bf16 +1.6% tok/s (median ratios).
-constexpr int64_t kBf16RowPrefetchBytes = 8192;
-
 // One row at a time, so each thread reads one stream strictly in order (what the prefetchers
-// follow best), prefetched ahead in software; four accumulators hide the vdpbf16ps latency.
+// follow best), prefetched ahead in software (kRowPrefetchBytes, non-temporal); four
+// accumulators hide the vdpbf16ps latency.
 void bf16_matvec_rows(const WeightMatrix& w, const uint16_t* x, int64_t row_begin, int64_t row_end,
                       float* y) {
   const int64_t cols = w.cols;
@@ -208,7 +200,7 @@ void bf16_matvec_rows(const WeightMatrix& w, const uint16_t* x, int64_t row_begi
     };
     const __mmask32 all = __mmask32(0xffffffffu);
     for (; k + 128 <= cols; k += 128) {
-      const char* ahead = reinterpret_cast<const char*>(row + k) + kBf16RowPrefetchBytes;
+      const char* ahead = reinterpret_cast<const char*>(row + k) + kRowPrefetchBytes;
 #pragma GCC unroll 4
       for (int line = 0; line < 4; ++line) _mm_prefetch(ahead + 64 * line, _MM_HINT_NTA);
       a0 = dot(a0, k, all);

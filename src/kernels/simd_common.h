@@ -10,11 +10,25 @@ inline int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 // How far ahead the AVX-512 f32 / f16 decode rows prefetch their stream (T0): the hardware
 // prefetchers restart at every 4 KiB page and at every new matrix, and decode is a sequence of
-// short streams. 4 KiB ahead measured the same as 2. The bf16 and 4-bit rows prefetch further,
-// non-temporally (kBf16RowPrefetchBytes, vnni_rows.h, linear_avx2.cpp), which measured faster
-// for them; an f32 matvec of 100000 x 2048 read level either way (T0 2 KiB 93.0% of the probe,
-// NTA 8 / 16 KiB 93.5 / 93.2%, T0 4 KiB 93.4%; 12 in-process rounds, host at ~90 GB/s).
+// short streams. 4 KiB ahead measured the same as 2. An f32 matvec of 100000 x 2048 read level
+// with kRowPrefetchBytes' non-temporal prefetch (T0 2 KiB 93.0% of the probe, NTA 8 / 16 KiB
+// 93.5 / 93.2%, T0 4 KiB 93.4%; 12 in-process rounds, host at ~90 GB/s).
 constexpr int64_t kStreamPrefetchBytes = 2048;
+
+// How far ahead the bf16 and 4-bit decode rows (AVX-512 fast bf16 and VNNI, AVX2 dense and q8)
+// prefetch their stream, non-temporally (_MM_HINT_NTA): on AMD such a line goes to L1 only, is
+// not kept in L2 and is not written into the L3 victim cache when it leaves L1, which a weight
+// read once per token has no use for. Against T0 on this Zen 5 guest, variants alternated block
+// by block in one process (median per-round ratios), whole-model --fast decode:
+// - AVX-512, rounds with the probe over 78 GB/s (16, A/A control 0.996-1.009): mlx-4bit +3.2%,
+//   NVFP4 +3.8%, bf16 +3.6%; phases mixed (24): +3.9%, +5.5%, +1.6%; exact (20): mlx-4bit +1-2%,
+//   NVFP4 level (there the exact kernel, not memory, sets the pace in fast phases);
+// - AVX2 (INKLING_ISA=avx2, 16 rounds; its dense rows had no prefetch, its 4-bit rows T0 2 KiB):
+//   bf16 +23%, mlx-4bit +17%, NVFP4 +7% (T0 2 KiB in the dense rows: +1-3%). Not measured on an
+//   Intel CPU, whose non-temporal prefetch works differently.
+// 16 KiB: 4-bit level, bf16 -3 / -4%. The bench head alone (820 MB) read 89% of the probe instead
+// of 87% with T0 at 2 KiB (8 of 8 rounds, host at ~88 GB/s).
+constexpr int64_t kRowPrefetchBytes = 8192;
 
 // The read-bandwidth probe (stream_sum) prefetches this far ahead, non-temporally (NTA). Of the
 // read loops tried on this Zen 5 guest, two threads, 5 alternating passes each: T0 2 KiB (the

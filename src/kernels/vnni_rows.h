@@ -41,10 +41,7 @@
 // (INKLING_THREADS=1 tools/ab_kernels.py, 6 rounds: 2048-column matvecs +4-12%), and whole-model
 // decode gained in this host's fast phases (mlx-4bit +3.6% and +5.1%, NVFP4 +1.8%, 6 alternating
 // rounds each; 0.99x in a slow phase, where two cores already saturate it).
-// The code prefetch is non-temporal (NTA: into L1 only, not kept in L2 or the L3 victim cache),
-// as the bf16 rows' (linear_avx512bf16.cpp, with the whole-model A/B). In exact precision, where
-// these kernels rather than memory set the pace in fast host phases, it measured level: mlx-4bit
-// +1-2%, NVFP4 -0.5-0.8% (20 in-process rounds each).
+// The code prefetch is kRowPrefetchBytes ahead, non-temporal (simd_common.h, with the A/B runs).
 //
 // The three-digit kernel (exact precision) also reads one row at a time. It used to take two
 // adjacent rows per pass to share each load of x (3 x 128 bytes per 64 bytes of codes) between
@@ -54,7 +51,6 @@
 // probe (fused w13: 79.7% -> 96.4%); whole-model exact mlx-4bit decode +3% tok/s (12 of 12
 // alternating rounds, host at ~50 GB/s). Where the host gives two cores ~85 GB/s, two rows were
 // level or up to 5% faster (NVFP4), the kernel being the limit there.
-constexpr int64_t kPrefetchBytes = 8192;
 
 // Scales (and biases) are prefetched whole rows at a time, as far ahead as the codes (and at
 // least kPrefetchRows rows). Two rows ahead was ~60 ns of a fast host's stream, less than a
@@ -63,7 +59,7 @@ constexpr int64_t kPrefetchBytes = 8192;
 // NVFP4 level); level with the host at ~45 GB/s. Row r prefetches row r + ahead; this
 // prefetches the params of the range's first `ahead` rows and returns `ahead`.
 inline int64_t prefetch_first_params(const WeightMatrix& w, int64_t row_begin, int64_t row_end) {
-  const int64_t ahead = std::max(kPrefetchRows, kPrefetchBytes / w.row_stride);
+  const int64_t ahead = std::max(kPrefetchRows, kRowPrefetchBytes / w.row_stride);
   const int64_t first = std::min(ahead, row_end - row_begin);
   prefetch_lines(w.scales + row_begin * w.scales_row_stride, first * w.scales_row_stride);
   if (w.biases) prefetch_lines(w.biases + row_begin * w.biases_row_stride, first * w.biases_row_stride);
@@ -168,7 +164,7 @@ float affine4_row(const WeightMatrix& w, int64_t r, const PreparedX& px, int64_t
       // Lane l of chunk c belongs to group c * kGroupsPerChunk + 8 l / kGroup of the block.
       const __m512i lane_scale = _mm512_add_epi32(_mm512_srli_epi32(lane_column, kLaneShift),
                                                   _mm512_set1_epi32(c * kGroupsPerChunk));
-      _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kPrefetchBytes), _MM_HINT_NTA);
+      _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kRowPrefetchBytes), _MM_HINT_NTA);
       const __m512i v = _mm512_loadu_si512(codes + 64 * ch);
       __m512i low, high;
       if constexpr (kTimes16) {
@@ -252,7 +248,7 @@ float nvfp4_row(const WeightMatrix& w, int64_t r, const PreparedX& px, int64_t p
       // -12 * sum(Q) takes the +12 of the weights back out: as the start of a one-digit dot, or
       // added at the end of a three-digit one (its digits are shifted as they fold in).
       const __m512i offset = _mm512_loadu_si512(px.x_q8_nvfp4_offset + 16 * ch);
-      _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kPrefetchBytes), _MM_HINT_NTA);
+      _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kRowPrefetchBytes), _MM_HINT_NTA);
       const __m512i v = _mm512_loadu_si512(codes + 64 * ch);
       const __m512i low = nvfp4_lookup<kVbmi>(v, table);
       const __m512i high = nvfp4_lookup<kVbmi>(_mm512_srli_epi16(v, 4), table);
