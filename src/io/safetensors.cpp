@@ -4,10 +4,12 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -403,6 +405,53 @@ void SafetensorsFile::read_tensor(std::string_view name, uint64_t begin, uint64_
       ::close(fd);
       fail_tensor(label, std::string(name), "cannot read " + std::to_string(count) + " bytes at file offset " +
                                                 std::to_string(offset) + ": " + why);
+    }
+    done += uint64_t(got);
+  }
+  ::close(fd);
+}
+
+void SafetensorsFile::read_tensor_rows(std::string_view name, uint64_t first_row, uint64_t rows, uint64_t row_bytes,
+                                       uint8_t* out, uint64_t out_stride) const {
+  const TensorView view = get(name);
+  if (row_bytes == 0 || view.nbytes % row_bytes != 0)
+    fail_tensor(path_.string(), std::string(name), "rows of " + std::to_string(row_bytes) + " bytes do not divide its " +
+                                                       std::to_string(view.nbytes) + " bytes");
+  if (first_row > view.nbytes / row_bytes || rows > view.nbytes / row_bytes - first_row) {
+    fail_tensor(path_.string(), std::string(name), "read of rows [" + std::to_string(first_row) + ", +" +
+                                                       std::to_string(rows) + ") of " + std::to_string(row_bytes) +
+                                                       " bytes past its " + std::to_string(view.nbytes) + " bytes");
+  }
+  if (!is_mmap_) {
+    for (uint64_t r = 0; r < rows; ++r)
+      std::memcpy(out + r * out_stride, view.data + (first_row + r) * row_bytes, row_bytes);
+    return;
+  }
+  const std::string label = path_.string();
+  int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail_file(label, std::string("cannot open to read tensor ") + in_quotes(name) + ": " + std::strerror(errno));
+  // One preadv scatters up to IOV_MAX rows straight into place: no bounce buffer, and the file's
+  // pages are never mapped (see read_tensor).
+  const uint64_t start = uint64_t(view.data - base_) + first_row * row_bytes;
+  const uint64_t total = rows * row_bytes;
+  constexpr uint64_t kRowsPerCall = IOV_MAX;
+  std::vector<iovec> pieces;
+  uint64_t done = 0;
+  while (done < total) {
+    // From byte `done` of the rows read: the rest of its row, then whole rows.
+    const uint64_t row = done / row_bytes, into = done % row_bytes;
+    pieces.clear();
+    for (uint64_t r = row; r < rows && pieces.size() < kRowsPerCall; ++r) {
+      const uint64_t skip = r == row ? into : 0;
+      pieces.push_back({out + r * out_stride + skip, size_t(row_bytes - skip)});
+    }
+    ssize_t got = ::preadv(fd, pieces.data(), int(pieces.size()), off_t(start + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      const std::string why = got < 0 ? std::strerror(errno) : "the file ended early (truncated since it was opened?)";
+      ::close(fd);
+      fail_tensor(label, std::string(name), "cannot read " + std::to_string(total) + " bytes at file offset " +
+                                                std::to_string(start) + ": " + why);
     }
     done += uint64_t(got);
   }

@@ -57,6 +57,11 @@ class SafetensorsFile {
   // Copies bytes [begin, begin + count) of tensor `name` to `out`. A mapped file is read with
   // pread, not through the mapping, so its pages never count toward this process's RSS.
   void read_tensor(std::string_view name, uint64_t begin, uint64_t count, uint8_t* out) const;
+  // Copies `rows` rows of `row_bytes` from row `first_row` of tensor `name` (its bytes taken as
+  // rows of that length) to out + i * out_stride: a copy that interleaves two tensors' rows.
+  // Read like read_tensor (pread, not the mapping).
+  void read_tensor_rows(std::string_view name, uint64_t first_row, uint64_t rows, uint64_t row_bytes, uint8_t* out,
+                        uint64_t out_stride) const;
   // Asks the kernel to bring tensor `name`'s file pages into the page cache in the background
   // (MADV_WILLNEED): they are not mapped, so they count toward no process's RSS until touched.
   // Advisory: false when the file is not mapped or the kernel declined.
@@ -93,11 +98,32 @@ class TensorStore {
 
   // Copies the named tensors out of their files into one ResidentArena (resident_memory.h:
   // anonymous memory advised for transparent huge pages), in file order; get() and find() then
-  // return the copies. `progress(done_bytes, total_bytes)` runs after each tensor. Once per store
+  // return the copies. `progress(done_bytes, total_bytes)` runs after each piece. Once per store
   // (a later call may only name tensors already resident); unknown names throw. Returns the bytes
   // copied.
   uint64_t make_resident(const std::vector<std::string>& names,
                          const std::function<void(uint64_t, uint64_t)>& progress = {});
+  // Two tensors of one dtype and shape that make_resident copies into one allocation with their
+  // rows (the last dimension) alternating: row i of `first` becomes row 2 i of the copy, row i of
+  // `second` row 2 i + 1. A decode kernel then reads a gate and an up projection stored apart as
+  // the one interleaved matrix the original layouts' w13 is, in one stream instead of two.
+  struct RowPair {
+    std::string first, second;
+  };
+  // make_resident that also copies `row_pairs` interleaved (a pair's tensors need not be in
+  // `names`). Throws naming the tensors when a pair's dtypes or shapes differ.
+  uint64_t make_resident(const std::vector<std::string>& names, const std::vector<RowPair>& row_pairs,
+                         const std::function<void(uint64_t, uint64_t)>& progress = {});
+  // Where make_resident put tensor `name` when it was one of a RowPair: the interleaved copy,
+  // the length of one row, whether `name` holds the odd rows, and the other tensor. get() and
+  // find() go on returning the file's view of such a tensor: its rows are not contiguous in the copy.
+  struct InterleavedRows {
+    const uint8_t* data = nullptr;
+    uint64_t row_bytes = 0;
+    bool odd = false;
+    std::string partner;
+  };
+  std::optional<InterleavedRows> interleaved_rows(std::string_view name) const;
   uint64_t resident_bytes() const;
   // True when make_resident copied tensor `name` (get() and find() return the copy).
   bool is_resident(std::string_view name) const { return resident_.find(name) != resident_.end(); }
@@ -113,6 +139,7 @@ class TensorStore {
   std::map<std::string, size_t, std::less<>> tensor_file_;  // name -> index into files_
   std::unique_ptr<ResidentArena> arena_;
   std::map<std::string, const uint8_t*, std::less<>> resident_;  // name -> its copy in arena_
+  std::map<std::string, InterleavedRows, std::less<>> interleaved_;  // RowPair members -> their copy
 };
 
 // ---- writing ----

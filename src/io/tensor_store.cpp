@@ -175,24 +175,58 @@ std::optional<TensorView> TensorStore::find(std::string_view name) const {
 
 uint64_t TensorStore::make_resident(const std::vector<std::string>& names,
                                     const std::function<void(uint64_t, uint64_t)>& progress) {
+  return make_resident(names, {}, progress);
+}
+
+uint64_t TensorStore::make_resident(const std::vector<std::string>& names, const std::vector<RowPair>& row_pairs,
+                                    const std::function<void(uint64_t, uint64_t)>& progress) {
   struct Pending {
     size_t file;
     const uint8_t* at;  // position in the file, for reading in order
     std::string name;
-    uint64_t bytes;
+    uint64_t bytes;  // of the copy (both tensors, for a pair)
     uint8_t* copy = nullptr;
+    // A RowPair: `name` is its first tensor, its rows are row_bytes long.
+    std::string second;
+    size_t second_file = 0;
+    uint64_t row_bytes = 0;
   };
   std::vector<Pending> pending;
   std::set<std::string_view> seen;
   uint64_t total = 0, capacity = 0;
-  for (const std::string& name : names) {
-    if (resident_.count(name) || !seen.insert(name).second) continue;
+  auto tensor_file = [&](const std::string& name) {
     auto it = tensor_file_.find(name);
     if (it == tensor_file_.end()) throw Error("no tensor " + in_quotes(name) + " in checkpoint " + dir_.string());
-    const TensorView view = files_[it->second]->get(name);
-    pending.push_back({it->second, view.data, name, view.nbytes});
-    total += view.nbytes;
-    capacity += (view.nbytes + 63) / 64 * 64;  // ResidentArena aligns every tensor to 64 bytes
+    return it->second;
+  };
+  auto add = [&](Pending item) {
+    total += item.bytes;
+    capacity += (item.bytes + 63) / 64 * 64;  // ResidentArena aligns every copy to 64 bytes
+    pending.push_back(std::move(item));
+  };
+  for (const RowPair& pair : row_pairs) {
+    auto it = interleaved_.find(pair.first);
+    if (it != interleaved_.end() && !it->second.odd && it->second.partner == pair.second) continue;  // copied already
+    if (pair.first == pair.second)
+      throw Error("make_resident: tensor " + in_quotes(pair.first) + " cannot be interleaved with itself");
+    for (const std::string* name : {&pair.first, &pair.second})
+      if (resident_.count(*name) || interleaved_.count(*name) || !seen.insert(*name).second)
+        throw Error("make_resident: tensor " + in_quotes(*name) + " is in more than one copy");
+    const size_t first_file = tensor_file(pair.first), second_file = tensor_file(pair.second);
+    const TensorView first = files_[first_file]->get(pair.first), second = files_[second_file]->get(pair.second);
+    if (first.dtype != second.dtype || first.shape != second.shape || first.shape.empty() || first.nbytes == 0)
+      throw Error("make_resident: cannot interleave the rows of " + in_quotes(pair.first) + " (" +
+                  std::string(dtype_name(first.dtype)) + " " + shape_to_string(first.shape) + ") and " +
+                  in_quotes(pair.second) + " (" + std::string(dtype_name(second.dtype)) + " " + shape_to_string(second.shape) +
+                  "): they need one dtype and one non-empty shape");
+    const uint64_t row_bytes = uint64_t(first.shape.back()) * dtype_size(first.dtype);
+    add({first_file, first.data, pair.first, 2 * first.nbytes, nullptr, pair.second, second_file, row_bytes});
+  }
+  for (const std::string& name : names) {
+    if (resident_.count(name) || interleaved_.count(name) || !seen.insert(name).second) continue;
+    const size_t file = tensor_file(name);
+    const TensorView view = files_[file]->get(name);
+    add({file, view.data, name, view.nbytes, nullptr, {}, 0, 0});
   }
   std::sort(pending.begin(), pending.end(),
             [](const Pending& a, const Pending& b) { return a.file != b.file ? a.file < b.file : a.at < b.at; });
@@ -203,27 +237,45 @@ uint64_t TensorStore::make_resident(const std::vector<std::string>& names,
 
   // Pieces of at most 64 MiB, read by several threads: most of the time goes into the kernel
   // zeroing the fresh pages (under a hypervisor, into the host backing them), which one thread
-  // leaves idle on the other cores.
+  // leaves idle on the other cores. A pair's pieces are whole rows, read into place.
   constexpr uint64_t kPiece = uint64_t(64) << 20;
   struct Piece {
     const Pending* item;
-    uint64_t begin, count;
+    uint64_t begin, count;  // bytes of the tensor; for a pair, of each of its two tensors
   };
   std::vector<Piece> pieces;
-  for (const Pending& item : pending)
+  for (const Pending& item : pending) {
+    if (item.row_bytes) {
+      const uint64_t half = item.bytes / 2, step = std::max<uint64_t>(1, kPiece / 2 / item.row_bytes) * item.row_bytes;
+      for (uint64_t begin = 0; begin < half; begin += step) pieces.push_back({&item, begin, std::min(step, half - begin)});
+      continue;
+    }
     for (uint64_t begin = 0; begin < item.bytes || (begin == 0 && item.bytes == 0); begin += kPiece)
       pieces.push_back({&item, begin, std::min(kPiece, item.bytes - begin)});
+  }
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::mutex mutex;  // guards done, error and the progress callback
   uint64_t done = 0;
   std::exception_ptr error;
+  auto copy_piece = [&](const Piece& piece) {
+    const Pending& item = *piece.item;
+    if (!item.row_bytes) {
+      files_[item.file]->read_tensor(item.name, piece.begin, piece.count, item.copy + piece.begin);
+      return piece.count;
+    }
+    const uint64_t row = piece.begin / item.row_bytes, rows = piece.count / item.row_bytes;
+    uint8_t* out = item.copy + 2 * piece.begin;
+    files_[item.file]->read_tensor_rows(item.name, row, rows, item.row_bytes, out, 2 * item.row_bytes);
+    files_[item.second_file]->read_tensor_rows(item.second, row, rows, item.row_bytes, out + item.row_bytes,
+                                               2 * item.row_bytes);
+    return 2 * piece.count;
+  };
   auto worker = [&] {
     for (size_t i = next++; i < pieces.size() && !failed; i = next++) {
-      const Piece& piece = pieces[i];
+      uint64_t copied = 0;
       try {
-        files_[piece.item->file]->read_tensor(piece.item->name, piece.begin, piece.count,
-                                              piece.item->copy + piece.begin);
+        copied = copy_piece(pieces[i]);
       } catch (...) {
         std::lock_guard<std::mutex> lock(mutex);
         if (!error) error = std::current_exception();
@@ -231,7 +283,7 @@ uint64_t TensorStore::make_resident(const std::vector<std::string>& names,
         return;
       }
       std::lock_guard<std::mutex> lock(mutex);
-      done += piece.count;
+      done += copied;
       if (progress) progress(done, total);
     }
   };
@@ -241,9 +293,22 @@ uint64_t TensorStore::make_resident(const std::vector<std::string>& names,
   worker();
   for (std::thread& helper : helpers) helper.join();
   if (error) std::rethrow_exception(error);
-  for (const Pending& item : pending) resident_.emplace(item.name, item.copy);
+  for (const Pending& item : pending) {
+    if (item.row_bytes) {
+      interleaved_.emplace(item.name, InterleavedRows{item.copy, item.row_bytes, false, item.second});
+      interleaved_.emplace(item.second, InterleavedRows{item.copy, item.row_bytes, true, item.name});
+    } else {
+      resident_.emplace(item.name, item.copy);
+    }
+  }
   arena_ = std::move(arena);
   return done;
+}
+
+std::optional<TensorStore::InterleavedRows> TensorStore::interleaved_rows(std::string_view name) const {
+  auto it = interleaved_.find(name);
+  if (it == interleaved_.end()) return std::nullopt;
+  return it->second;
 }
 
 bool TensorStore::read_ahead(std::string_view name) const {

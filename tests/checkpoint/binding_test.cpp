@@ -448,6 +448,54 @@ TEST_F(RoundTrip, MlxAffineIndependentDecode) {
   }
 }
 
+// Copied into memory, MLX's separate gate and up projections (codes, scales and biases) are
+// interleaved row by row, as the original layouts' w13 is: up starts one gate row after gate,
+// both at twice the stored row length. Every bound matrix still dequantizes to exactly the rows
+// the mapped checkpoint gives, and the bindings say which tensors were interleaved.
+TEST_F(RoundTrip, MlxGateAndUpInterleavedWhenCopiedIntoMemory) {
+  const std::filesystem::path dir = synth_tiny("mlx-4bit", kSeed);
+  CheckpointOptions resident_options;
+  resident_options.memory = WeightMemory::HugePages;
+  const std::unique_ptr<Checkpoint> mapped = Checkpoint::open(dir), resident = Checkpoint::open(dir, resident_options);
+  const std::vector<NamedMatrix> want = all_matrices(*mapped), got = all_matrices(*resident);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    for (int64_t r = 0; r < want[i].matrix->rows; r += 5)
+      ASSERT_EQ(bound_row(*got[i].matrix, r), bound_row(*want[i].matrix, r)) << got[i].label << " row " << r;
+
+  auto expect_interleaved = [](const GatedExpert& e, bool interleaved, const std::string& label) {
+    const int64_t code_row = e.gate.cols / 2, param_row = e.gate.cols / e.gate.group_size * 2;  // 4-bit, bf16 params
+    EXPECT_EQ(e.gate.row_stride, interleaved ? 2 * code_row : code_row) << label;
+    EXPECT_EQ(e.gate.scales_row_stride, interleaved ? 2 * param_row : param_row) << label;
+    EXPECT_EQ(e.up.row_stride, e.gate.row_stride) << label;
+    if (interleaved) {
+      EXPECT_EQ(e.up.data, e.gate.data + code_row) << label;
+      EXPECT_EQ(e.up.scales, e.gate.scales + param_row) << label;
+      EXPECT_EQ(e.up.biases, e.gate.biases + param_row) << label;
+    }
+    EXPECT_EQ(e.down.row_stride, e.down.cols / 2) << label;  // down projections have no partner
+  };
+  for (const Checkpoint* ckpt : {mapped.get(), resident.get()}) {
+    const bool interleaved = ckpt == resident.get();
+    const ModelWeights& w = ckpt->weights();
+    expect_interleaved(w.layers[0].mlp.dense_mlp, interleaved, "dense");
+    for (size_t e = 0; e < w.layers[2].mlp.experts.size(); ++e)
+      expect_interleaved(w.layers[2].mlp.experts[e], interleaved, "expert " + std::to_string(e));
+    for (const GatedExpert& e : w.layers[2].mlp.shared) expect_interleaved(e, interleaved, "shared");
+  }
+  int noted = 0;
+  for (const BindingRecord& b : resident->bindings()) {
+    if (b.source == "model.llm.layers.2.mlp.experts.gate_proj.weight") {
+      EXPECT_NE(b.how.find("rows interleaved in memory with model.llm.layers.2.mlp.experts.up_proj.weight"),
+                std::string::npos) << b.how;
+      ++noted;
+    }
+    if (b.source.find("down_proj") != std::string::npos) EXPECT_EQ(b.how.find("interleaved"), std::string::npos) << b.source;
+  }
+  EXPECT_EQ(noted, 1);
+  for (const BindingRecord& b : mapped->bindings()) EXPECT_EQ(b.how.find("interleaved"), std::string::npos) << b.source;
+}
+
 // hf_quant_config.json alone (config.json without a quantization entry) still gives NVFP4.
 // The binder marks NVFP4 matrices whose block scales were copied into memory and are all
 // non-negative and finite (ModelOpt's always are), so the kernels need not check each row. One

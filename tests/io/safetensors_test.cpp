@@ -334,6 +334,26 @@ TEST_F(SafetensorsFileTest, OpenMapsTheFileAndViewsPointIntoTheMapping) {
   EXPECT_TRUE(mappings_of(path).empty()) << "the destructor did not unmap";
 }
 
+// read_tensor_rows places each row at its own stride, from a mapped file (preadv) and from an
+// in-memory image alike, and refuses rows past the tensor or a row length that does not divide it.
+TEST_F(SafetensorsFileTest, ReadTensorRowsScattersRowsToAStride) {
+  const std::vector<uint8_t> a = iota_bytes(6 * 8, 3);
+  const auto path = dir_ / "model.safetensors";
+  testing::write_file(path, good_image({{"pad", "U8", {5}, iota_bytes(5, 1)}, {"a", "U8", {6, 8}, a}}));
+  const SafetensorsFile mapped = SafetensorsFile::open(path);
+  const SafetensorsFile in_memory = SafetensorsFile::from_bytes(good_image({{"a", "U8", {6, 8}, a}}), "image");
+  for (const SafetensorsFile* file : {&mapped, &in_memory}) {
+    std::vector<uint8_t> out(4 * 20, 0xee);
+    file->read_tensor_rows("a", 1, 4, 8, out.data(), 20);
+    for (size_t r = 0; r < 4; ++r) {
+      EXPECT_TRUE(std::equal(a.begin() + long(8 * (r + 1)), a.begin() + long(8 * (r + 2)), out.begin() + long(20 * r))) << r;
+      EXPECT_TRUE(std::all_of(out.begin() + long(20 * r + 8), out.begin() + long(20 * r + 20), [](uint8_t v) { return v == 0xee; })) << r;
+    }
+    expect_error([&] { file->read_tensor_rows("a", 3, 4, 8, out.data(), 20); }, {"\"a\"", "rows [3, +4) of 8 bytes", "past its 48 bytes"});
+    expect_error([&] { file->read_tensor_rows("a", 0, 1, 7, out.data(), 20); }, {"\"a\"", "rows of 7 bytes do not divide its 48 bytes"});
+  }
+}
+
 TEST_F(SafetensorsFileTest, FailedOpenUnmapsAndNamesThePath) {
   const auto path = dir_ / "broken.safetensors";
   testing::write_file(path, raw_image(R"({"x": {"dtype": "F64", "shape": [1], "data_offsets": [0, 8]}})",

@@ -237,6 +237,86 @@ TEST_F(TensorStoreTest, MakeResidentSplitsLargeTensors) {
   EXPECT_LE(store.resident_huge_page_bytes(), store.resident_bytes());
 }
 
+// A RowPair is copied once, its rows alternating (first, second, first, ...), across shards;
+// get() keeps returning each tensor's own bytes from its file, and the other named tensors are
+// copied as usual.
+TEST_F(TensorStoreTest, MakeResidentInterleavesTheRowsOfAPair) {
+  write_file(dir_ / "model-00001-of-00002.safetensors",
+             good_image({{"gate", "BF16", {2, 3, 4}, iota_bytes(48, 1)}, {"norm", "F32", {1}, iota_bytes(4, 120)}}));
+  write_file(dir_ / "model-00002-of-00002.safetensors", good_image({{"up", "BF16", {2, 3, 4}, iota_bytes(48, 101)}}));
+  write_index({{"gate", "model-00001-of-00002.safetensors"},
+               {"norm", "model-00001-of-00002.safetensors"},
+               {"up", "model-00002-of-00002.safetensors"}});
+  TensorStore store = TensorStore::open_dir(dir_);
+  const uint8_t* mapped_gate = store.get("gate").data;
+  std::pair<uint64_t, uint64_t> last{0, 0};
+  // "up" named as a plain tensor too: the pair's copy wins, there is one.
+  const uint64_t copied =
+      store.make_resident({"norm", "up"}, {{"gate", "up"}}, [&](uint64_t done, uint64_t total) { last = {done, total}; });
+  EXPECT_EQ(copied, 96u + 4u);
+  EXPECT_EQ(last, (std::pair<uint64_t, uint64_t>{100, 100}));
+  EXPECT_EQ(store.resident_bytes(), 128u + 64u);
+  const auto gate = store.interleaved_rows("gate"), up = store.interleaved_rows("up");
+  ASSERT_TRUE(gate && up);
+  EXPECT_EQ(gate->data, up->data);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(gate->data) % 64, 0u);
+  EXPECT_EQ(gate->row_bytes, 8u);  // the last dimension: 4 bf16
+  EXPECT_FALSE(gate->odd);
+  EXPECT_TRUE(up->odd);
+  EXPECT_EQ(gate->partner, "up");
+  EXPECT_EQ(up->partner, "gate");
+  EXPECT_FALSE(store.interleaved_rows("norm"));
+  const std::vector<uint8_t> gate_bytes = iota_bytes(48, 1), up_bytes = iota_bytes(48, 101);
+  for (size_t row = 0; row < 6; ++row) {
+    EXPECT_TRUE(std::equal(gate_bytes.begin() + long(8 * row), gate_bytes.begin() + long(8 * row + 8), gate->data + 16 * row)) << row;
+    EXPECT_TRUE(std::equal(up_bytes.begin() + long(8 * row), up_bytes.begin() + long(8 * row + 8), gate->data + 16 * row + 8)) << row;
+  }
+  EXPECT_FALSE(store.is_resident("gate"));
+  EXPECT_EQ(store.get("gate").data, mapped_gate);
+  const TensorView up_view = store.get("up");
+  EXPECT_EQ(std::vector<uint8_t>(up_view.data, up_view.data + up_view.nbytes), up_bytes);
+  EXPECT_TRUE(store.is_resident("norm"));
+  // Naming the same copies again is a no-op.
+  EXPECT_EQ(store.make_resident({"norm"}, {{"gate", "up"}}), 0u);
+}
+
+TEST_F(TensorStoreTest, MakeResidentRefusesPairsThatDoNotMatch) {
+  write_file(dir_ / "model.safetensors",
+             good_image({{"a", "F32", {2, 2}, iota_bytes(16, 1)}, {"b", "F32", {2, 3}, iota_bytes(24, 1)},
+                         {"c", "BF16", {2, 4}, iota_bytes(16, 1)}, {"d", "F32", {2, 2}, iota_bytes(16, 9)}}));
+  TensorStore store = TensorStore::open_dir(dir_);
+  expect_error([&] { store.make_resident({}, {{"a", "b"}}); }, {"\"a\"", "\"b\"", "[2, 2]", "[2, 3]", "one dtype and one non-empty shape"});
+  expect_error([&] { store.make_resident({}, {{"a", "c"}}); }, {"F32", "BF16"});
+  expect_error([&] { store.make_resident({}, {{"a", "a"}}); }, {"\"a\"", "with itself"});
+  expect_error([&] { store.make_resident({}, {{"a", "d"}, {"d", "a"}}); }, {"more than one copy"});
+  expect_error([&] { store.make_resident({}, {{"a", "missing"}}); }, {"missing", dir_.string()});
+  EXPECT_EQ(store.resident_bytes(), 0u);
+  EXPECT_EQ(store.make_resident({}, {{"a", "d"}}), 32u);
+}
+
+// A pair over several copy pieces (32 MiB of each tensor a piece, so three here, the last short),
+// each read with several preadv calls of up to IOV_MAX rows.
+TEST_F(TensorStoreTest, MakeResidentInterleavesLargePairsInPieces) {
+  const size_t row_bytes = 4096, rows = 8192 * 2 + 5, bytes = row_bytes * rows;
+  std::vector<uint8_t> first(bytes), second(bytes);
+  for (size_t i = 0; i < bytes; ++i) {
+    first[i] = uint8_t((i * 2654435761u) >> 13);
+    second[i] = uint8_t((i * 40503u) >> 7);
+  }
+  write_file(dir_ / "model.safetensors", good_image({{"w1", "U8", {int64_t(rows), int64_t(row_bytes)}, first},
+                                                     {"w3", "U8", {int64_t(rows), int64_t(row_bytes)}, second}}));
+  TensorStore store = TensorStore::open_dir(dir_);
+  EXPECT_EQ(store.make_resident({}, {{"w1", "w3"}}), 2 * bytes);
+  const auto copy = store.interleaved_rows("w1");
+  ASSERT_TRUE(copy);
+  for (size_t row = 0; row < rows; ++row) {
+    ASSERT_TRUE(std::equal(first.begin() + long(row * row_bytes), first.begin() + long((row + 1) * row_bytes),
+                           copy->data + 2 * row * row_bytes)) << "w1 row " << row;
+    ASSERT_TRUE(std::equal(second.begin() + long(row * row_bytes), second.begin() + long((row + 1) * row_bytes),
+                           copy->data + (2 * row + 1) * row_bytes)) << "w3 row " << row;
+  }
+}
+
 // Of the pages under [data, data + bytes), the share the page cache holds.
 double share_in_page_cache(const uint8_t* data, size_t bytes) {
   const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
