@@ -32,6 +32,8 @@ class ResidentArena {
   // 64-byte aligned; throws when the capacity would be exceeded.
   uint8_t* allocate(uint64_t bytes);
   uint64_t used() const { return used_; }
+  // The start of the arena (2 MiB aligned); used() bytes from here hold the copies.
+  const uint8_t* data() const { return base_; }
   // Bytes of the arena the kernel currently backs with huge pages (AnonHugePages of its mapping
   // in /proc/self/smaps, at most used()); 0 when that cannot be read.
   uint64_t huge_page_bytes() const;

@@ -125,6 +125,8 @@ class TensorStore {
   };
   std::optional<InterleavedRows> interleaved_rows(std::string_view name) const;
   uint64_t resident_bytes() const;
+  // The copies make_resident made, as one range (empty before): what decode streams.
+  std::span<const uint8_t> resident_memory() const;
   // True when make_resident copied tensor `name` (get() and find() return the copy).
   bool is_resident(std::string_view name) const { return resident_.find(name) != resident_.end(); }
   // SafetensorsFile::read_ahead for a tensor still read through its file's mapping; false for

@@ -320,6 +320,11 @@ bool TensorStore::read_ahead(std::string_view name) const {
 
 uint64_t TensorStore::resident_bytes() const { return arena_ ? arena_->used() : 0; }
 
+std::span<const uint8_t> TensorStore::resident_memory() const {
+  if (!arena_) return {};
+  return {arena_->data(), size_t(arena_->used())};
+}
+
 uint64_t TensorStore::resident_huge_page_bytes() const { return arena_ ? arena_->huge_page_bytes() : 0; }
 
 TensorView TensorStore::get(std::string_view name) const {

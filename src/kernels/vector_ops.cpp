@@ -60,7 +60,6 @@ void rmsnorm(const float* x, WeightVector weight, float eps, int64_t n, float* o
 double measure_read_bandwidth_gbs(size_t bytes, int threads) {
   const size_t words = bytes / sizeof(uint64_t);
   if (words == 0) return 0.0;
-  const detail::Backend& backend = active_backend();
   // The buffer is advised for transparent huge pages, as the weights are by default
   // (io/resident_memory.h): the probe measures what the machine can stream, not its TLB.
   constexpr size_t kHugePage = size_t(2) << 20;
@@ -73,6 +72,24 @@ double measure_read_bandwidth_gbs(size_t bytes, int threads) {
   parallel_run(threads, [&](int thread, int count) {
     for (size_t i = words * thread / count; i < words * (thread + 1) / count; ++i) buffer[i] = i;
   });
+  double rate = 0.0;
+  try {
+    rate = measure_read_bandwidth_gbs(buffer, words * 8, threads);
+  } catch (...) {
+    ::munmap(mapping, mapped);
+    throw;
+  }
+  ::munmap(mapping, mapped);
+  return rate;
+}
+
+double measure_read_bandwidth_gbs(const void* data, size_t bytes, int threads) {
+  if (reinterpret_cast<uintptr_t>(data) % 64 != 0)
+    throw Error("measure_read_bandwidth_gbs: the memory to read is not 64-byte aligned");
+  const size_t words = bytes / sizeof(uint64_t) / 32 * 32;
+  if (words == 0) return 0.0;
+  const auto* buffer = static_cast<const uint64_t*>(data);
+  const detail::Backend& backend = active_backend();
   // Median of several passes: single passes swing with whatever else the host is doing.
   std::vector<double> rates;
   uint64_t checksum = 0;
@@ -92,7 +109,6 @@ double measure_read_bandwidth_gbs(size_t bytes, int threads) {
   }
   std::sort(rates.begin(), rates.end());
   double best = rates[rates.size() / 2];
-  ::munmap(mapping, mapped);
   if (checksum == 42) return -1.0;  // keeps the sums observable
   return best;
 }

@@ -25,6 +25,10 @@ void rmsnorm(const float* x, WeightVector weight, float eps, int64_t n, float* o
 // Streaming read of a `bytes` buffer (advised for transparent huge pages) with `threads` threads;
 // the median of 7 passes, in GB/s.
 double measure_read_bandwidth_gbs(size_t bytes, int threads);
+// The same read loop over memory the caller owns, read in place (each thread one contiguous
+// share, as decode threads read theirs): `inkling bench` measures over the weights themselves.
+// Only the first bytes / 256 * 256 are read; data must be 64-byte aligned.
+double measure_read_bandwidth_gbs(const void* data, size_t bytes, int threads);
 // Independent FMA chains on the active ISA, in GFLOP/s (2 flops per FMA lane).
 double measure_fma_peak_gflops(int threads);
 

@@ -70,6 +70,29 @@ TEST(BenchCli, JsonAgreesWithItsOwnMeasurements) {
   EXPECT_GT(double(report["peak_rss_gb"]), 0.0);
 }
 
+// The read loop runs over the copied weights themselves (as many bytes as a token reads, all of
+// a tiny model's); weights left in the files are measured against a buffer. Both say so.
+TEST(BenchCli, ProbeSaysWhatItRead) {
+  const fs::path dir = synth_tiny("nvfp4");
+  for (const bool mapped : {false, true}) {
+    std::vector<std::string> args = {"bench", "-m", dir.string(), "-p", "4", "-n", "2", "--reps", "1", "--json"};
+    if (mapped) args.push_back("--mmap");
+    ProcessResult result = run_inkling(args);
+    ASSERT_EQ(result.exit_code, 0) << result.describe();
+    const nlohmann::json report = nlohmann::json::parse(result.out);
+    const std::string over = report["read_bandwidth_over"];
+    if (mapped) {
+      EXPECT_EQ(over, "a 256 MiB buffer");
+      EXPECT_EQ(report["weight_memory"], "mmap");
+    } else {
+      EXPECT_NE(over.find(" GB of the copied weights"), std::string::npos) << over;
+      EXPECT_EQ(report["weight_memory"], "huge pages");
+    }
+    EXPECT_NE(result.err.find("read bandwidth: measured over " + over), std::string::npos) << result.describe();
+    EXPECT_GT(double(report["read_bandwidth_gb_s"]), 0.0);
+  }
+}
+
 TEST(BenchCli, TableNamesTheSizesAndPrecision) {
   const fs::path dir = synth_tiny("original-bf16");
   ProcessResult result =

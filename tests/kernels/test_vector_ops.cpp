@@ -4,6 +4,7 @@
 #include "kernels/backend.h"
 #include "kernels/isa.h"
 #include "kernels/vector_ops.h"
+#include "tensor/aligned_vector.h"
 #include "tensor/error.h"
 
 namespace inkling::test {
@@ -106,6 +107,20 @@ TEST(Measure, StreamSumAddsEveryWordOnEachIsa) {
     SCOPED_TRACE(kernels::isa_name(isa));
     EXPECT_EQ(kernels::detail::backend_for(isa).stream_sum(words.data() + 1, words.size() - 1), want);
   }
+}
+
+// In place over the caller's memory: only read (the bytes stay as they were), aligned memory only.
+TEST(Measure, BandwidthInPlaceOverCallerMemory) {
+  AlignedVector<uint64_t> words(size_t(4) << 20);
+  for (size_t i = 0; i < words.size(); ++i) words[i] = i * 0x9E3779B97F4A7C15ull;
+  const std::vector<uint64_t> before(words.begin(), words.end());
+  const double gbs = kernels::measure_read_bandwidth_gbs(words.data(), words.size() * 8, 2);
+  EXPECT_GT(gbs, 0.5);
+  EXPECT_LT(gbs, 10000.0);
+  EXPECT_TRUE(std::equal(before.begin(), before.end(), words.begin()));
+  EXPECT_EQ(kernels::measure_read_bandwidth_gbs(words.data(), 255, 2), 0.0);  // less than one 256-byte block
+  EXPECT_THROW(kernels::measure_read_bandwidth_gbs(reinterpret_cast<const uint8_t*>(words.data()) + 8, 1 << 20, 2),
+               Error);
 }
 
 TEST(Measure, BandwidthAndFmaPeakArePlausible) {
