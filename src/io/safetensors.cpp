@@ -122,6 +122,34 @@ json parse_header_json(const std::string& label, const char* begin, const char* 
   return header;
 }
 
+// Reads `total` bytes of file `path` from offset `start` with preadv, the file's pages never
+// mapped (so they count toward no process's RSS). pieces_for(done, pieces) appends where the
+// bytes from `done` on go (at least one piece); short reads and EINTR are retried. Errors name the
+// file and tensor `name`.
+template <class PiecesFor>
+void read_fully(const std::filesystem::path& path, std::string_view name, uint64_t start, uint64_t total,
+                const PiecesFor& pieces_for) {
+  const std::string label = path.string();
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail_file(label, std::string("cannot open to read tensor ") + in_quotes(name) + ": " + std::strerror(errno));
+  std::vector<iovec> pieces;
+  uint64_t done = 0;
+  while (done < total) {
+    pieces.clear();
+    pieces_for(done, pieces);
+    ssize_t got = ::preadv(fd, pieces.data(), int(pieces.size()), off_t(start + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      const std::string why = got < 0 ? std::strerror(errno) : "the file ended early (truncated since it was opened?)";
+      ::close(fd);
+      fail_tensor(label, std::string(name), "cannot read " + std::to_string(total) + " bytes at file offset " +
+                                                std::to_string(start) + ": " + why);
+    }
+    done += uint64_t(got);
+  }
+  ::close(fd);
+}
+
 }  // namespace
 
 SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
@@ -392,23 +420,9 @@ void SafetensorsFile::read_tensor(std::string_view name, uint64_t begin, uint64_
     if (count) std::memcpy(out, view.data + begin, count);
     return;
   }
-  const std::string label = path_.string();
-  int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail_file(label, std::string("cannot open to read tensor ") + in_quotes(name) + ": " + std::strerror(errno));
-  const uint64_t offset = uint64_t(view.data - base_) + begin;
-  uint64_t done = 0;
-  while (done < count) {
-    ssize_t got = ::pread(fd, out + done, count - done, off_t(offset + done));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      const std::string why = got < 0 ? std::strerror(errno) : "the file ended early (truncated since it was opened?)";
-      ::close(fd);
-      fail_tensor(label, std::string(name), "cannot read " + std::to_string(count) + " bytes at file offset " +
-                                                std::to_string(offset) + ": " + why);
-    }
-    done += uint64_t(got);
-  }
-  ::close(fd);
+  read_fully(path_, name, uint64_t(view.data - base_) + begin, count, [&](uint64_t done, std::vector<iovec>& pieces) {
+    pieces.push_back({out + done, size_t(count - done)});
+  });
 }
 
 void SafetensorsFile::read_tensor_rows(std::string_view name, uint64_t first_row, uint64_t rows, uint64_t row_bytes,
@@ -427,35 +441,16 @@ void SafetensorsFile::read_tensor_rows(std::string_view name, uint64_t first_row
       std::memcpy(out + r * out_stride, view.data + (first_row + r) * row_bytes, row_bytes);
     return;
   }
-  const std::string label = path_.string();
-  int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail_file(label, std::string("cannot open to read tensor ") + in_quotes(name) + ": " + std::strerror(errno));
-  // One preadv scatters up to IOV_MAX rows straight into place: no bounce buffer, and the file's
-  // pages are never mapped (see read_tensor).
-  const uint64_t start = uint64_t(view.data - base_) + first_row * row_bytes;
-  const uint64_t total = rows * row_bytes;
-  constexpr uint64_t kRowsPerCall = IOV_MAX;
-  std::vector<iovec> pieces;
-  uint64_t done = 0;
-  while (done < total) {
-    // From byte `done` of the rows read: the rest of its row, then whole rows.
-    const uint64_t row = done / row_bytes, into = done % row_bytes;
-    pieces.clear();
-    for (uint64_t r = row; r < rows && pieces.size() < kRowsPerCall; ++r) {
-      const uint64_t skip = r == row ? into : 0;
-      pieces.push_back({out + r * out_stride + skip, size_t(row_bytes - skip)});
-    }
-    ssize_t got = ::preadv(fd, pieces.data(), int(pieces.size()), off_t(start + done));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      const std::string why = got < 0 ? std::strerror(errno) : "the file ended early (truncated since it was opened?)";
-      ::close(fd);
-      fail_tensor(label, std::string(name), "cannot read " + std::to_string(total) + " bytes at file offset " +
-                                                std::to_string(start) + ": " + why);
-    }
-    done += uint64_t(got);
-  }
-  ::close(fd);
+  // Each preadv scatters up to IOV_MAX rows straight into place: no bounce buffer.
+  read_fully(path_, name, uint64_t(view.data - base_) + first_row * row_bytes, rows * row_bytes,
+             [&](uint64_t done, std::vector<iovec>& pieces) {
+               // From byte `done` of the rows: the rest of its row, then whole rows.
+               const uint64_t row = done / row_bytes, into = done % row_bytes;
+               for (uint64_t r = row; r < rows && pieces.size() < uint64_t(IOV_MAX); ++r) {
+                 const uint64_t skip = r == row ? into : 0;
+                 pieces.push_back({out + r * out_stride + skip, size_t(row_bytes - skip)});
+               }
+             });
 }
 
 bool SafetensorsFile::read_ahead(std::string_view name) const {
