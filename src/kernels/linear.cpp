@@ -563,10 +563,36 @@ void swiglu_matmul(const WeightMatrix& gate, const WeightMatrix& up, const float
   const int threads = threads_for(gate, 2 * n);
   const uint16_t* x_bf16 =
       use_bf16_matmul(backend, gate, n) ? round_to_bf16(x, n, gate.cols) : nullptr;
+  // A 4-bit interleaved w13 (NVFP4, MLX copied into memory) is read as the one matrix it is, in
+  // order: gate rows and then up rows, each at twice the row stride, read every line twice (each
+  // pass brings in the other's rows). pp512 --fast, alternating builds, 3 pairs: NVFP4 +4%,
+  // mlx-4bit +2% (in one process against MLX's separate layout: 0.98x before, level after).
+  // bf16 rows, which need no decoding, ran 3% slower fused, and keep the two passes.
+  WeightMatrix w13;
+  const bool fused = (gate.format == WeightFormat::Affine || gate.format == WeightFormat::NvFp4) &&
+                     fused_w13(gate, up, w13);
   parallel_run(threads, [&](int thread, int thread_total) {
     const RowRange range = row_range(gate.rows, thread, thread_total, backend.matmul_row_block);
     const int64_t count = range.end - range.begin;
-    if (count > 0) {
+    if (count > 0 && fused) {
+      // A block of w13 rows at a time into a [n, 2 block] buffer (gate, up, gate, up, ...), reused:
+      // the whole range at once was a fresh buffer of up to 16 MB a call.
+      constexpr int64_t kBlock = 256;
+      thread_local std::vector<float> both;
+      both.resize(size_t(n * 2 * kBlock));
+      for (int64_t b = range.begin; b < range.end; b += kBlock) {
+        const int64_t m = std::min(kBlock, range.end - b);
+        if (x_bf16)
+          detail::bf16_matmul_rows(w13, x_bf16, n, 2 * b, 2 * (b + m), both.data(), 2 * m);
+        else
+          backend.matmul_rows(w13, x, n, 2 * b, 2 * (b + m), both.data(), 2 * m);
+        for (int64_t t = 0; t < n; ++t) {
+          float* row = out + t * gate.rows + b;
+          const float* pairs = both.data() + t * 2 * m;
+          for (int64_t i = 0; i < m; ++i) row[i] = silu(pairs[2 * i]) * pairs[2 * i + 1];
+        }
+      }
+    } else if (count > 0) {
       std::vector<float> up_out(size_t(n * count));
       if (x_bf16) {
         detail::bf16_matmul_rows(gate, x_bf16, n, range.begin, range.end, out + range.begin,
