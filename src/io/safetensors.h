@@ -110,8 +110,9 @@ class TensorStore {
   struct RowPair {
     std::string first, second;
   };
-  // make_resident that also copies `row_pairs` interleaved (a pair's tensors need not be in
-  // `names`). Throws naming the tensors when a pair's dtypes or shapes differ.
+  // make_resident that also copies `row_pairs` interleaved. A pair's tensors need not be in
+  // `names`; named there too, they are still copied once, in the pair. Throws naming the tensors
+  // when a pair's dtypes or shapes differ.
   uint64_t make_resident(const std::vector<std::string>& names, const std::vector<RowPair>& row_pairs,
                          const std::function<void(uint64_t, uint64_t)>& progress = {});
   // Where make_resident put tensor `name` when it was one of a RowPair: the interleaved copy,

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 
 #include "tensor/error.h"
 
@@ -33,8 +32,7 @@ bool e4m3_all_nonnegative_finite(const uint8_t* bytes, size_t n) {
 
 // Gate and up projections stored as separate tensors (MLX: gate_proj / up_proj, each with its
 // .scales and .biases), to be copied with their rows interleaved: the decode kernels then read a
-// gate / up pair as one w13 matrix, one stream instead of two (three with the scales and biases
-// of each). Two threads, the 4-bit experts of the bench model, fast host phase: 69% of the
+// gate / up pair as one w13 matrix, three streams (codes, scales, biases) instead of six. Two threads, the 4-bit experts of the bench model, fast host phase: 69% of the
 // bandwidth probe apart, 81% interleaved. Only pairs whose every part (codes, scales, biases)
 // has one dtype and shape on both sides, each bound whole; anything else stays as it is.
 std::vector<TensorStore::RowPair> gate_up_row_pairs(const SanitizeResult& names, const TensorStore& store) {
@@ -393,18 +391,16 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::filesystem::path& dir, c
   ckpt->skipped_ = names.dropped;
   for (const std::string& key : names.unknown) ckpt->warnings_.push_back("unrecognised tensor ignored: " + key);
   if (options.memory == WeightMemory::HugePages) {
-    const std::vector<TensorStore::RowPair> pairs = gate_up_row_pairs(names, ckpt->store_);
-    std::set<std::string> paired;
-    for (const TensorStore::RowPair& pair : pairs) paired.insert({pair.first, pair.second});
     std::vector<std::string> used;
     used.reserve(names.tensors.size());
     for (const auto& [canonical, entry] : names.tensors) {
       // The embedding is gathered a row per token, never streamed: it stays in the mapping
       // (the head is a separate tensor in every layout).
-      if (canonical.rfind("model.embed_tokens.", 0) == 0 || paired.count(entry.source)) continue;
+      if (canonical.rfind("model.embed_tokens.", 0) == 0) continue;
       used.push_back(entry.source);
     }
-    ckpt->store_.make_resident(used, pairs, options.progress);
+    // Tensors of a pair are copied once, interleaved, though `used` names them too.
+    ckpt->store_.make_resident(used, gate_up_row_pairs(names, ckpt->store_), options.progress);
   }
 
   // Layout: the quantization config first, then what the tensors say.
