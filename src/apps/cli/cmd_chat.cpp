@@ -106,7 +106,7 @@ Runner add_chat(CLI::App& app) {
   auto args = std::make_shared<Args>();
   app.add_option("-m,--model", args->model, "checkpoint directory (default: a synthetic demo checkpoint)");
   app.add_option("--system", args->system, "system message");
-  app.add_option("--reasoning-effort", args->effort, "none|minimal|low|medium|high|max or a number in [0, 0.99]");
+  app.add_option("--reasoning-effort", args->effort, reasoning_effort_choices());
   app.add_flag("--show-reasoning", args->show_reasoning, "show the model's reasoning (dimmed on a terminal)");
   app.add_option("--chat-template", args->chat_template, "Jinja chat template file (overrides the checkpoint's)");
   app.add_option("-n,--max-tokens", args->n, "most tokens per answer")->capture_default_str();
@@ -233,7 +233,7 @@ Runner add_render(CLI::App& app) {
   app.add_option("-m,--model", args->model, "checkpoint directory (its chat template)");
   app.add_option("--messages", args->messages, "JSON file: an array of {role, content, ...} messages")->required();
   app.add_option("--tools", args->tools, "JSON file: an array of tool declarations");
-  app.add_option("--reasoning-effort", args->effort, "none|minimal|low|medium|high|max or a number in [0, 0.99]");
+  app.add_option("--reasoning-effort", args->effort, reasoning_effort_choices());
   app.add_option("--chat-template", args->chat_template, "Jinja chat template file (overrides the checkpoint's)");
   app.add_flag("--no-generation-prompt", args->no_generation_prompt, "leave out the trailing <|message_model|>");
   return [args] {

@@ -77,7 +77,7 @@ Runner add_generate(CLI::App& app) {
   app.add_flag("--chat", args->chat, "treat -p as a user message: render it through the chat template, stream the answer");
   app.add_option("--system", args->system, "with --chat: a system message");
   app.add_option("--reasoning-effort", args->reasoning_effort,
-                 "with --chat: none|minimal|low|medium|high|max or a number in [0, 0.99]");
+                 "with --chat: " + reasoning_effort_choices());
   app.add_flag("--show-reasoning", args->show_reasoning, "with --chat: show the reasoning (dimmed on a terminal)");
   app.add_option("--chat-template", args->chat_template, "with --chat: Jinja template file (overrides the checkpoint's)");
   app.add_option("--logits-out", args->logits_out,

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   add("render", "print the prompt the chat template makes of a conversation", inkling::cli::add_render);
   add("inspect", "describe a checkpoint: layout, config, layers, parameters, dtypes", inkling::cli::add_inspect);
   add("synth", "write a random-weight checkpoint in a release layout", inkling::cli::add_synth);
+  add("serve", "OpenAI- and Anthropic-compatible HTTP server (no -m: a synthetic demo model)", inkling::cli::add_serve);
   add("bench", "measure prompt and decode speed against the machine's bandwidth and FMA peak", inkling::cli::add_bench);
   add("quantize", "convert an original f32/bf16 checkpoint to mlx-4bit, mlx-8bit or nvfp4", inkling::cli::add_quantize);
   try {

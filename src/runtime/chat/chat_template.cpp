@@ -55,15 +55,25 @@ std::string token_string(const nlohmann::json& config, const char* key, const st
 
 }  // namespace
 
+const std::vector<std::string>& reasoning_effort_names() {
+  static const std::vector<std::string> names = {"none", "minimal", "low", "medium", "high", "xhigh", "max"};
+  return names;
+}
+
+std::string reasoning_effort_choices() {
+  std::string out;
+  for (const std::string& name : reasoning_effort_names()) out += name + ", ";
+  return out + "or a number in [0, 0.99]";
+}
+
 nlohmann::ordered_json parse_reasoning_effort(std::string_view text) {
   std::string key = lower_trim(text);
-  for (const char* name : {"none", "minimal", "low", "medium", "high", "xhigh", "max"})
+  for (const std::string& name : reasoning_effort_names())
     if (key == name) return key;
   double value = 0.0;
   auto [ptr, ec] = std::from_chars(key.data(), key.data() + key.size(), value);
   if (key.empty() || ec != std::errc() || ptr != key.data() + key.size() || !(value >= 0.0 && value <= 0.99))
-    throw Error("invalid reasoning effort \"" + std::string(text) +
-                "\": expected none, minimal, low, medium, high, max or a number in [0, 0.99]");
+    throw Error("invalid reasoning effort \"" + std::string(text) + "\": expected " + reasoning_effort_choices());
   return value;
 }
 

@@ -25,6 +25,10 @@ std::string_view builtin_chat_template();
 // number in [0, 0.99]; returns the template kwarg (the name as a string, or the number).
 // Throws inkling::Error for anything else.
 nlohmann::ordered_json parse_reasoning_effort(std::string_view text);
+// The named levels the template accepts, in order, and "none, minimal, ..., or a number in
+// [0, 0.99]" for messages: the one list every option and API error quotes.
+const std::vector<std::string>& reasoning_effort_names();
+std::string reasoning_effort_choices();
 
 struct ChatRenderOptions {
   nlohmann::ordered_json tools;             // null or an array of tool declarations

@@ -23,7 +23,77 @@ std::string trim(const std::string& s) {
 
 }  // namespace
 
-OutputParser::OutputParser(const Tokenizer& tokenizer) : tokenizer_(&tokenizer), decoder_(tokenizer) {}
+OutputParser::OutputParser(const Tokenizer& tokenizer, OutputParserOptions options)
+    : tokenizer_(&tokenizer), decoder_(tokenizer), options_(options) {}
+
+void OutputParser::stream_tool_args(std::vector<ChatEvent>& out) {
+  CallScan& s = scan_;
+  for (; s.scanned < tool_args_.size(); ++s.scanned) {
+    const char c = tool_args_[s.scanned];
+    if (s.in_string) {
+      if (s.escape) {
+        s.escape = false;
+      } else if (c == '\\') {
+        s.escape = true;
+      } else if (c == '"') {
+        s.in_string = false;
+        if (s.capture) {
+          if (s.capturing_key) s.last_key = s.buffer;
+          else if (s.last_key == "name") s.json_name = s.buffer;
+          s.capture = false;
+        }
+        continue;
+      }
+      if (s.capture) s.buffer += c;
+      continue;
+    }
+    switch (c) {
+      case '"':
+        s.in_string = true;
+        if (s.depth == 1) {
+          s.capture = true;
+          s.capturing_key = s.expect_key;
+          s.buffer.clear();
+        }
+        break;
+      case '{':
+      case '[':
+        if (s.depth == 1 && !s.expect_key && c == '{' && s.args_begin == std::string::npos &&
+            (s.last_key == "args" || s.last_key == "arguments"))
+          s.args_begin = s.scanned;
+        if (s.depth == 0) s.expect_key = true;
+        ++s.depth;
+        break;
+      case '}':
+      case ']':
+        --s.depth;
+        if (s.depth == 1 && s.args_begin != std::string::npos && s.args_end == std::string::npos)
+          s.args_end = s.scanned + 1;
+        break;
+      case ':':
+        if (s.depth == 1) s.expect_key = false;
+        break;
+      case ',':
+        if (s.depth == 1) s.expect_key = true;
+        break;
+      default:
+        break;
+    }
+  }
+  if (s.args_begin == std::string::npos) return;
+  const std::string name = !s.json_name.empty() ? s.json_name : trim(tool_name_);
+  if (!s.started) {
+    if (name.empty()) return;
+    s.started = true;
+    out.push_back({ChatEvent::Kind::ToolCallStart, {}, name, {}});
+  }
+  const size_t end = s.args_end != std::string::npos ? s.args_end : tool_args_.size();
+  const size_t from = s.args_begin + s.streamed;
+  if (end > from) {
+    out.push_back({ChatEvent::Kind::ToolCallDelta, {}, name, tool_args_.substr(from, end - from)});
+    s.streamed += end - from;
+  }
+}
 
 void OutputParser::emit_text(Mode mode, std::string text, std::vector<ChatEvent>& out) {
   if (text.empty()) return;
@@ -52,6 +122,7 @@ void OutputParser::emit_text(Mode mode, std::string text, std::vector<ChatEvent>
       return;
     case Mode::ToolArgs:
       tool_args_ += text;
+      if (options_.stream_tool_calls) stream_tool_args(out);
       return;
     case Mode::Other:
       return;  // system/user/tool blocks the model should not write: dropped
@@ -63,6 +134,8 @@ void OutputParser::flush_decoder(std::vector<ChatEvent>& out) { emit_text(mode_,
 void OutputParser::finish_tool_call(std::vector<ChatEvent>& out) {
   std::string raw = tool_args_;
   std::string header_name = trim(tool_name_);
+  CallScan scan = std::move(scan_);
+  scan_ = CallScan{};
   tool_args_.clear();
   tool_name_.clear();
   auto fail = [&](const std::string& why) {
@@ -71,6 +144,14 @@ void OutputParser::finish_tool_call(std::vector<ChatEvent>& out) {
                    header_name, raw});
   };
   nlohmann::ordered_json call = nlohmann::ordered_json::parse(raw, nullptr, /*allow_exceptions=*/false);
+  bool repaired = false;
+  if (call.is_discarded() && raw.find("&quot;") != std::string::npos) {
+    // Models sometimes write the HTML entity where a JSON quote belongs.
+    std::string fixed = raw;
+    for (size_t at = 0; (at = fixed.find("&quot;", at)) != std::string::npos;) fixed.replace(at, 6, "\"");
+    call = nlohmann::ordered_json::parse(fixed, nullptr, false);
+    repaired = !call.is_discarded();
+  }
   if (call.is_discarded()) return fail("arguments are not valid JSON");
   if (!call.is_object()) return fail("expected a JSON object {\"name\": ..., \"args\": {...}}");
   std::string name = header_name;
@@ -88,6 +169,17 @@ void OutputParser::finish_tool_call(std::vector<ChatEvent>& out) {
   }
   if (!args.is_object()) return fail("\"args\" is not a JSON object");
   std::string arguments = args.dump();
+  if (options_.stream_tool_calls) {
+    // The model's own text of the object when the scan found it, so streamed deltas add up to it.
+    const bool have_slice = !repaired && scan.args_begin != std::string::npos && scan.args_end != std::string::npos;
+    if (have_slice) arguments = raw.substr(scan.args_begin, scan.args_end - scan.args_begin);
+    if (!scan.started) {
+      out.push_back({ChatEvent::Kind::ToolCallStart, {}, name, {}});
+      out.push_back({ChatEvent::Kind::ToolCallDelta, {}, name, arguments});
+    } else if (have_slice && scan.streamed < arguments.size()) {
+      out.push_back({ChatEvent::Kind::ToolCallDelta, {}, name, arguments.substr(scan.streamed)});
+    }
+  }
   nlohmann::ordered_json entry;
   entry["id"] = "call_" + std::to_string(tool_calls_.size());
   entry["type"] = "function";

@@ -37,16 +37,27 @@ constexpr int32_t kLastSpecial = 200057;
 }  // namespace chat_tokens
 
 struct ChatEvent {
-  enum class Kind { Reasoning, Content, ToolCall, Error, End };
+  // With streamed tool calls a call is ToolCallStart, ToolCallDelta..., then ToolCall (or Error
+  // when the finished call does not parse); without, only ToolCall / Error.
+  enum class Kind { Reasoning, Content, ToolCall, Error, End, ToolCallStart, ToolCallDelta };
   Kind kind = Kind::Content;
   std::string text;       // Reasoning / Content: the delta; Error: what went wrong; End: "stop" or "incomplete"
-  std::string name;       // ToolCall: the function name
-  std::string arguments;  // ToolCall: the arguments object as compact JSON; Error: the raw call text
+  std::string name;       // ToolCall / ToolCallStart: the function name
+  std::string arguments;  // ToolCall: the arguments object as JSON; ToolCallDelta: the next fragment of it;
+                          // Error: the raw call text
+};
+
+struct OutputParserOptions {
+  // Emit a call's arguments as they are generated (ToolCallStart / ToolCallDelta), as servers
+  // stream them. The final ToolCall's arguments are then the model's own text of the "args"
+  // object, so the deltas concatenate to exactly that; without streaming they are re-serialized
+  // compactly.
+  bool stream_tool_calls = false;
 };
 
 class OutputParser {
  public:
-  explicit OutputParser(const Tokenizer& tokenizer);
+  explicit OutputParser(const Tokenizer& tokenizer, OutputParserOptions options = {});
 
   // Feeds one generated id; returns the events it completes. After the end token
   // (200006) further ids are ignored.
@@ -55,6 +66,9 @@ class OutputParser {
   // unterminated tool call, then End "incomplete". Returns nothing after End.
   std::vector<ChatEvent> finish();
   bool done() const { return done_; }
+  // Whether the last id pushed left the parser inside a reasoning block.
+  bool in_reasoning() const { return mode_ == Mode::Reasoning; }
+  bool in_tool_call() const { return mode_ == Mode::ToolArgs; }
 
   // Everything so far as an assistant message: {"role", "content", ["reasoning_content"], ["tool_calls"]}
   // (tool_calls in the OpenAI shape, arguments as a JSON string).
@@ -68,7 +82,24 @@ class OutputParser {
   void close_block(std::vector<ChatEvent>& out);
   void finish_tool_call(std::vector<ChatEvent>& out);
   void flush_decoder(std::vector<ChatEvent>& out);
+  // Streaming: scans the call text added since the last scan and emits the arguments so far.
+  void stream_tool_args(std::vector<ChatEvent>& out);
 
+  // Where the top-level "args" object lies in tool_args_, found by a structural scan (strings,
+  // escapes and nesting; full validation happens when the call ends).
+  struct CallScan {
+    size_t scanned = 0;
+    int depth = 0;
+    bool in_string = false, escape = false;
+    bool expect_key = false, capture = false, capturing_key = false;
+    std::string buffer, last_key, json_name;
+    size_t args_begin = std::string::npos, args_end = std::string::npos;
+    size_t streamed = 0;  // bytes of the args object already emitted
+    bool started = false;
+  };
+
+  OutputParserOptions options_;
+  CallScan scan_;
   const Tokenizer* tokenizer_;
   IncrementalDecoder decoder_;
   Mode mode_ = Mode::Header;

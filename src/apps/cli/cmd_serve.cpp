@@ -1,0 +1,168 @@
+// inkling serve: the OpenAI- and Anthropic-compatible HTTP server (apps/server) around one
+// inference loop (runtime/serve).
+#include <signal.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "apps/cli/commands.h"
+#include "apps/server/server.h"
+#include "runtime/chat/chat_template.h"
+#include "runtime/serve/engine.h"
+#include "runtime/tokenizer/tokenizer.h"
+#include "tensor/error.h"
+
+namespace inkling::cli {
+
+namespace {
+
+std::string read_key_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read --api-key-file " + path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  std::string key = buffer.str();
+  while (!key.empty() && (key.back() == '\n' || key.back() == '\r' || key.back() == ' ')) key.pop_back();
+  if (key.empty()) throw Error("--api-key-file " + path + " is empty");
+  return key;
+}
+
+// The checkpoint's sampling defaults (generation_config.json), as transformers and vLLM apply
+// them: a request's own fields override them.
+SamplingParams generation_defaults(const std::string& dir) {
+  SamplingParams p;
+  const std::string path = dir + "/generation_config.json";
+  std::ifstream in(path);
+  if (!in) return p;
+  nlohmann::json config = nlohmann::json::parse(in, nullptr, false);
+  if (!config.is_object()) throw Error(path + ": invalid JSON");
+  if (!config.value("do_sample", false)) return p;
+  auto number = [&](const char* key, double fallback) {
+    return config.contains(key) && config[key].is_number() ? config[key].get<double>() : fallback;
+  };
+  p.temperature = float(number("temperature", 1.0));
+  p.top_p = float(number("top_p", 1.0));
+  p.top_k = int(number("top_k", 0));
+  p.min_p = float(number("min_p", 0.0));
+  p.repetition_penalty = float(number("repetition_penalty", 1.0));
+  try {
+    p.validate();
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
+  return p;
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+Runner add_serve(CLI::App& app) {
+  struct Args {
+    std::string model, host = "127.0.0.1", api_key, api_key_file, alias, cors, chat_template;
+    int port = 8080, parallel = 4, test_step_delay_ms = 0;
+    size_t max_body = 8u << 20;
+    RuntimeArgs runtime;
+    bool test_scripts = false;
+  };
+  auto args = std::make_shared<Args>();
+  app.add_option("-m,--model", args->model, "checkpoint directory (default: the synthetic demo checkpoint)");
+  app.add_option("--host", args->host, "address to listen on")->capture_default_str();
+  app.add_option("--port", args->port, "port to listen on (0: any free port, printed at start)")->capture_default_str();
+  auto* key = app.add_option("--api-key", args->api_key,
+                             "require this key (Authorization: Bearer KEY or x-api-key: KEY) on every route but /health");
+  app.add_option("--api-key-file", args->api_key_file, "read the key from a file (keeps it out of the process list)")
+      ->excludes(key);
+  app.add_option("--parallel", args->parallel, "requests in flight at once; more wait in a queue")->capture_default_str();
+  app.add_option("--alias", args->alias, "model name reported by /v1/models and in responses (default: the directory name)");
+  app.add_option("--cors-origins", args->cors, "comma-separated origins allowed by CORS, or * (default: CORS off)");
+  app.add_option("--max-body", args->max_body, "largest request body in bytes (larger: 413)")->capture_default_str();
+  app.add_option("--chat-template", args->chat_template, "Jinja chat template file (overrides the checkpoint's)");
+  args->runtime.add_to(app, "context per request in tokens (prompt + generation)");
+  app.add_flag("--test-scripts", args->test_scripts,
+               "TESTS ONLY: honour the request field \"inkling_test_script\", a text whose tokens replace sampling "
+               "(so a random-weight model can write reasoning and tool calls)");
+  app.add_option("--test-step-delay-ms", args->test_step_delay_ms,
+                 "TESTS ONLY: sleep this long after every step of a sequence (makes prefill and decode slow enough to "
+                 "interrupt)");
+  return [args] {
+    RunOptions run = args->runtime.apply();
+    if (args->parallel < 1 || args->parallel > 256) throw Error("--parallel must be 1..256, got " + std::to_string(args->parallel));
+    if (args->port < 0 || args->port > 65535) throw Error("--port must be 0..65535, got " + std::to_string(args->port));
+    if (args->max_body < 1024) throw Error("--max-body must be at least 1024 bytes");
+    if (args->test_step_delay_ms < 0) throw Error("--test-step-delay-ms must not be negative");
+    server::ServerOptions options;
+    options.host = args->host;
+    options.port = args->port;
+    options.api_key = args->api_key_file.empty() ? args->api_key : read_key_file(args->api_key_file);
+    options.cors_origins = split_list(args->cors);
+    options.max_body = args->max_body;
+    options.allow_scripts = args->test_scripts;
+    options.http_threads = 2 * args->parallel + 16;
+
+    const std::string model_dir = model_or_demo(args->model);
+    if (!std::filesystem::exists(model_dir + "/tokenizer.json")) throw Error(model_dir + " has no tokenizer.json; the server needs one");
+    Tokenizer tokenizer = Tokenizer::from_dir(model_dir);
+    ChatTemplate chat_template = ChatTemplate::from_dir(model_dir, args->chat_template);
+    options.default_sampling = generation_defaults(model_dir);
+    options.model_name = !args->alias.empty() ? args->alias
+                                              : std::filesystem::path(model_dir).lexically_normal().filename().string();
+    if (options.model_name.empty()) options.model_name = std::filesystem::path(model_dir).parent_path().filename().string();
+
+    // SIGINT / SIGTERM are taken by one thread (sigwait) so the server stops cleanly; a closed
+    // client socket must not kill the process.
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+    server::ServerState state;
+    state.tokenizer = &tokenizer;
+    state.chat_template = &chat_template;
+    server::HttpServer http(options, state);
+    http.start();
+    std::fprintf(stderr, "listening on http://%s:%d (model \"%s\", %d slots, context %lld, chat template: %s%s%s)\n",
+                 options.host.c_str(), http.port(), options.model_name.c_str(), args->parallel, (long long)run.context,
+                 chat_template.origin().c_str(), options.api_key.empty() ? "" : ", API key required",
+                 options.allow_scripts ? ", TEST SCRIPTS ON" : "");
+    std::fflush(stderr);
+    std::thread signal_thread([&] {
+      int received = 0;
+      sigwait(&signals, &received);
+      std::fprintf(stderr, "signal %d: stopping\n", received);
+      http.stop();
+    });
+    signal_thread.detach();
+
+    auto checkpoint = open_for_inference(model_dir, args->runtime);
+    InklingModel model(*checkpoint, run);
+    serve::EngineOptions engine_options;
+    engine_options.parallel = args->parallel;
+    engine_options.prefill_chunk = run.max_chunk;
+    engine_options.allow_scripts = args->test_scripts;
+    engine_options.test_step_delay_ms = args->test_step_delay_ms;
+    engine_options.stop_ids = {checkpoint->config().eos_token_id};
+    if (checkpoint->config().eos_token_id != 200006) engine_options.stop_ids.push_back(200006);
+    serve::Engine engine(model, tokenizer, engine_options);
+    state.engine = &engine;
+    std::fprintf(stderr, "ready: %s, weights in %s\n", model_dir.c_str(), weight_memory_label(*checkpoint));
+    std::fflush(stderr);
+    http.wait();
+    state.engine = nullptr;
+    return 0;
+  };
+}
+
+}  // namespace inkling::cli

@@ -1,0 +1,170 @@
+#include "apps/server/front_door.h"
+
+#include "runtime/chat/chat_template.h"
+#include "tensor/error.h"
+
+namespace inkling::server {
+
+void Turn::add(const Event& e) {
+  auto append = [&](Block::Kind kind, const std::string& text) {
+    if (blocks.empty() || blocks.back().kind != kind) blocks.push_back({kind, {}, {}, {}});
+    blocks.back().text += text;
+  };
+  switch (e.kind) {
+    case Event::Kind::Reasoning: append(Block::Kind::Reasoning, e.text); break;
+    case Event::Kind::Content:
+      if (!e.text.empty()) append(Block::Kind::Text, e.text);
+      logprobs.insert(logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+      break;
+    case Event::Kind::ToolCallStart: blocks.push_back({Block::Kind::ToolCall, {}, e.tool_id, e.tool_name}); break;
+    case Event::Kind::ToolCallArguments:
+      if (!blocks.empty() && blocks.back().kind == Block::Kind::ToolCall) blocks.back().text += e.text;
+      break;
+    case Event::Kind::ToolCallEnd:
+      // The whole arguments are authoritative (a call cut off by the token limit has no deltas).
+      if (blocks.empty() || blocks.back().kind != Block::Kind::ToolCall || blocks.back().id != e.tool_id)
+        blocks.push_back({Block::Kind::ToolCall, {}, e.tool_id, e.tool_name});
+      blocks.back().text = e.text;
+      break;
+    case Event::Kind::Warning: break;
+    case Event::Kind::Finish:
+      finished = true;
+      finish_reason = e.finish_reason;
+      stop_sequence = e.stop_sequence;
+      error = e.error;
+      usage = e.usage;
+      break;
+  }
+}
+
+std::string Turn::text() const {
+  std::string out;
+  for (const Block& b : blocks)
+    if (b.kind == Block::Kind::Text) out += b.text;
+  return out;
+}
+
+std::string Turn::reasoning() const {
+  std::string out;
+  for (const Block& b : blocks)
+    if (b.kind == Block::Kind::Reasoning) out += b.text;
+  return out;
+}
+
+std::vector<const Block*> Turn::tool_calls() const {
+  std::vector<const Block*> out;
+  for (const Block& b : blocks)
+    if (b.kind == Block::Kind::ToolCall) out.push_back(&b);
+  return out;
+}
+
+std::string BlockStream::push(const Event& e) {
+  std::string out;
+  const size_t before = turn_.blocks.size();
+  const std::string previous_text = before ? turn_.blocks.back().text : std::string();
+  turn_.add(e);
+  const size_t after = turn_.blocks.size();
+  if (after > before) {
+    if (open_) out += close(turn_.blocks[before - 1], int(before - 1));
+    open_ = true;
+    const Block& block = turn_.blocks.back();
+    Block empty = block;
+    empty.text.clear();
+    out += open(empty, int(after - 1));
+    if (!block.text.empty()) out += delta(block, int(after - 1), block.text);
+  } else if (after > 0 && turn_.blocks.back().text != previous_text) {
+    const Block& block = turn_.blocks.back();
+    // Grown in place (the usual case), or a tool call's arguments replaced at its end.
+    std::string added = block.text.compare(0, previous_text.size(), previous_text) == 0
+                            ? block.text.substr(previous_text.size())
+                            : block.text;
+    if (!added.empty()) out += delta(block, int(after - 1), added);
+  }
+  if (e.kind == Event::Kind::Finish) {
+    if (open_) out += close(turn_.blocks.back(), int(turn_.blocks.size() - 1));
+    open_ = false;
+    out += finish(turn_);
+  }
+  return out;
+}
+
+json openai_error(const ApiError& error) {
+  json body = {{"message", error.what()}, {"type", error.type}, {"param", error.param.empty() ? json() : json(error.param)},
+               {"code", json()}};
+  for (auto& [key, value] : error.extra.items()) body[key] = value;
+  return {{"error", body}};
+}
+
+json anthropic_error(const ApiError& error) {
+  std::string type = error.type;
+  if (error.status == 413) type = "request_too_large";
+  else if (error.status == 404) type = "not_found_error";
+  else if (error.status >= 500) type = "api_error";
+  json body = {{"type", type}, {"message", error.what()}};
+  for (auto& [key, value] : error.extra.items()) body[key] = value;
+  return {{"type", "error"}, {"error", body}};
+}
+
+nlohmann::ordered_json read_effort(const json& value, const char* param) {
+  try {
+    if (value.is_string()) return parse_reasoning_effort(value.get<std::string>());
+    if (value.is_number()) return parse_reasoning_effort(value.dump());
+  } catch (const Error& e) {
+    throw bad_request(e.what(), param);
+  }
+  throw bad_request(std::string(param) + " must be a string (" + reasoning_effort_choices() + ") or a number", param);
+}
+
+void read_sampling(const json& body, const DoorContext& context, serve::Request& r) {
+  r.sampling = context.default_sampling;
+  if (auto v = get_number(body, "temperature")) r.sampling.temperature = float(*v);
+  if (auto v = get_number(body, "top_p")) r.sampling.top_p = float(*v);
+  if (auto v = get_integer(body, "top_k")) {
+    if (*v < -1 || *v > 1000000) throw bad_request("\"top_k\" must be -1, 0 or a positive count", "top_k");
+    r.sampling.top_k = *v < 0 ? 0 : int(*v);
+  }
+  if (auto v = get_number(body, "min_p")) r.sampling.min_p = float(*v);
+  if (auto v = get_number(body, "presence_penalty")) r.sampling.presence_penalty = float(*v);
+  if (auto v = get_number(body, "frequency_penalty")) r.sampling.frequency_penalty = float(*v);
+  if (auto v = get_number(body, "repetition_penalty")) r.sampling.repetition_penalty = float(*v);
+  if (auto v = get_integer(body, "seed")) {
+    r.sampling.seed = uint64_t(*v);
+    r.seed_given = true;
+  }
+  try {
+    r.sampling.validate();
+  } catch (const Error& e) {
+    throw bad_request(e.what());
+  }
+}
+
+void read_test_script(const json& body, const DoorContext& context, serve::Request& r) {
+  auto script = get_string(body, "inkling_test_script");
+  if (!script) return;
+  if (!context.allow_scripts)
+    throw bad_request("\"inkling_test_script\" is a test-only field; start the server with --test-scripts to use it",
+                      "inkling_test_script");
+  r.scripted_output = *script;
+}
+
+void check_tool_choice(serve::Request& r, const char* param) {
+  if ((r.tool_choice == serve::ToolChoice::Required || r.tool_choice == serve::ToolChoice::Function) && r.tools.empty())
+    throw bad_request(std::string("\"") + param + "\" asks for a tool call but no function tools are declared", param);
+  if (r.tool_choice != serve::ToolChoice::Function) return;
+  for (const serve::ToolSpec& tool : r.tools)
+    if (tool.name == r.tool_choice_name) {
+      serve::ToolSpec only = tool;
+      r.tools = {only};
+      return;
+    }
+  throw bad_request(std::string("\"") + param + "\" names \"" + r.tool_choice_name + "\", which is not among the declared tools", param);
+}
+
+std::string sse(const json& data, const std::string& event_name) {
+  std::string out;
+  if (!event_name.empty()) out += "event: " + event_name + "\n";
+  out += "data: " + dump(data) + "\n\n";
+  return out;
+}
+
+}  // namespace inkling::server

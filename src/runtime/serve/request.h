@@ -1,0 +1,100 @@
+// The one internal request form every API front door maps into (OpenAI chat completions,
+// completions and responses; Anthropic messages), and the events a running request produces.
+// Knows nothing of HTTP or of any wire format.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/generate/sampler.h"
+
+namespace inkling::serve {
+
+struct ToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // a JSON object as text
+};
+
+struct Message {
+  std::string role;                     // system | developer | user | assistant | tool
+  std::vector<std::string> text_parts;  // each part is its own block in the prompt
+  std::string reasoning;                // assistant: the reasoning it wrote
+  std::vector<ToolCall> tool_calls;     // assistant
+  std::string tool_call_id;             // tool: the call this result answers
+  std::string name;                     // tool: the function that produced it
+};
+
+struct ToolSpec {
+  std::string name;
+  std::string description;
+  nlohmann::ordered_json parameters = nlohmann::ordered_json::object();  // JSON Schema
+};
+
+enum class ToolChoice { Auto, None, Required, Function };
+
+struct Request {
+  // Chat: messages through the chat template. Raw: `raw_prompt` tokenized as is (completions).
+  std::vector<Message> messages;
+  std::optional<std::string> raw_prompt;
+  std::vector<ToolSpec> tools;
+  ToolChoice tool_choice = ToolChoice::Auto;
+  std::string tool_choice_name;  // ToolChoice::Function
+  bool parallel_tool_calls = true;
+
+  SamplingParams sampling;
+  bool seed_given = false;  // else a fresh seed per request
+  int64_t max_tokens = 0;   // 0: until the context is full
+  std::vector<std::string> stop;
+  nlohmann::ordered_json reasoning_effort;  // null: the template's default
+  int top_logprobs = -1;                    // -1: no logprobs; 0..20: logprobs with that many alternatives
+
+  // Test mode only (`inkling serve --test-scripts`): the text, special-token strings included,
+  // whose tokens replace sampling one by one; sampling resumes after the last one.
+  std::string scripted_output;
+};
+
+struct TokenLogprob {
+  std::string token;  // the token's text (UTF-8 bytes as decoded, may be a partial character)
+  float logprob = 0.0f;
+  std::vector<std::pair<std::string, float>> top;  // most likely alternatives, best first
+};
+
+enum class FinishReason { Stop, Length, ToolCalls, StopSequence, Cancelled, Error };
+const char* finish_reason_name(FinishReason reason);
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t reasoning_tokens = 0;
+  double prompt_seconds = 0.0;      // queue exit to the first generated token
+  double generation_seconds = 0.0;  // first to last generated token
+  double queue_seconds = 0.0;       // submit to start of prefill
+};
+
+struct Event {
+  enum class Kind {
+    Reasoning,          // text: a reasoning delta
+    Content,            // text: an answer delta (completions: the raw text)
+    ToolCallStart,      // tool_index, tool_id, tool_name
+    ToolCallArguments,  // tool_index, text: the next fragment of the arguments
+    ToolCallEnd,        // tool_index, tool_id, tool_name, text: the whole arguments object
+    Warning,            // text: something the log should show (a malformed tool call came back as content)
+    Finish,             // finish_reason, stop_sequence, usage; always the last event
+  };
+  Kind kind = Kind::Content;
+  std::string text;
+  int tool_index = -1;
+  std::string tool_id, tool_name;
+  std::vector<TokenLogprob> logprobs;  // Content: the tokens this delta came from (when requested)
+  FinishReason finish_reason = FinishReason::Stop;
+  std::string stop_sequence;  // FinishReason::StopSequence: the string that matched
+  std::string error;          // FinishReason::Error: what went wrong
+  Usage usage;
+};
+
+}  // namespace inkling::serve
