@@ -26,7 +26,10 @@ void Turn::add(const Event& e) {
         blocks.push_back({Block::Kind::ToolCall, {}, e.tool_id, e.tool_name});
       blocks.back().text = e.text;
       break;
-    case Event::Kind::Warning: break;
+    case Event::Kind::Warning:
+      if (e.tool_index >= 0)
+        std::erase_if(blocks, [&](const Block& b) { return b.kind == Block::Kind::ToolCall && b.id == e.tool_id; });
+      break;
     case Event::Kind::Finish:
       finished = true;
       finish_reason = e.finish_reason;
@@ -60,28 +63,35 @@ std::vector<const Block*> Turn::tool_calls() const {
 
 std::string BlockStream::push(const Event& e) {
   std::string out;
+  if (e.kind == Event::Kind::Warning && e.tool_index >= 0 && open_) {
+    // A streamed call that did not parse: its block closes as it stands; the text follows.
+    out += close(turn_.blocks.back(), index_);
+    open_ = false;
+  }
   const size_t before = turn_.blocks.size();
   const std::string previous_text = before ? turn_.blocks.back().text : std::string();
   turn_.add(e);
   const size_t after = turn_.blocks.size();
   if (after > before) {
-    if (open_) out += close(turn_.blocks[before - 1], int(before - 1));
+    if (open_) out += close(turn_.blocks[before - 1], index_);
     open_ = true;
+    index_ = next_index_++;
+    turn_.blocks.back().stream_index = index_;
     const Block& block = turn_.blocks.back();
     Block empty = block;
     empty.text.clear();
-    out += open(empty, int(after - 1));
-    if (!block.text.empty()) out += delta(block, int(after - 1), block.text);
-  } else if (after > 0 && turn_.blocks.back().text != previous_text) {
+    out += open(empty, index_);
+    if (!block.text.empty()) out += delta(block, index_, block.text);
+  } else if (open_ && after == before && turn_.blocks.back().text != previous_text) {
     const Block& block = turn_.blocks.back();
     // Grown in place (the usual case), or a tool call's arguments replaced at its end.
     std::string added = block.text.compare(0, previous_text.size(), previous_text) == 0
                             ? block.text.substr(previous_text.size())
                             : block.text;
-    if (!added.empty()) out += delta(block, int(after - 1), added);
+    if (!added.empty()) out += delta(block, index_, added);
   }
   if (e.kind == Event::Kind::Finish) {
-    if (open_) out += close(turn_.blocks.back(), int(turn_.blocks.size() - 1));
+    if (open_) out += close(turn_.blocks.back(), index_);
     open_ = false;
     out += finish(turn_);
   }

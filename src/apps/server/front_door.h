@@ -23,6 +23,7 @@ struct Block {
   Kind kind = Kind::Text;
   std::string text;  // ToolCall: the arguments JSON
   std::string id, name;
+  int stream_index = -1;  // its index in a BlockStream (blocks withdrawn earlier keep theirs)
 };
 
 struct Turn {
@@ -57,6 +58,7 @@ class BlockStream {
  private:
   Turn turn_;
   bool open_ = false;
+  int index_ = -1, next_index_ = 0;  // stream index of the open block, of the next one
 };
 
 // Server-wide facts a front door reads.

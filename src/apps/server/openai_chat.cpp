@@ -262,10 +262,14 @@ class ChatResponder final : public Responder {
 }  // namespace
 
 void read_common_limits(const json& body, Request& r, const char* max_key_a, const char* max_key_b) {
+  const char* key = max_key_a;
   std::optional<int64_t> max_tokens = get_integer(body, max_key_a);
-  if (!max_tokens && max_key_b) max_tokens = get_integer(body, max_key_b);
+  if (!max_tokens && max_key_b) {
+    key = max_key_b;
+    max_tokens = get_integer(body, max_key_b);
+  }
   if (max_tokens) {
-    if (*max_tokens < 1) throw bad_request(std::string("\"") + max_key_a + "\" must be at least 1", max_key_a);
+    if (*max_tokens < 1) throw bad_request(std::string("\"") + key + "\" must be at least 1", key);
     r.max_tokens = *max_tokens;
   }
   if (auto n = get_integer(body, "n"); n && *n != 1) throw bad_request("only n = 1 is supported", "n");

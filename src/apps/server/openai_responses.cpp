@@ -98,7 +98,8 @@ class ResponseResponder final : public Responder, private BlockStream {
 
   std::string stream_begin() override {
     json response = envelope("in_progress", json::array(), json());
-    return event("response.created", {{"response", response}}) + event("response.in_progress", {{"response", response}});
+    std::string out = event("response.created", {{"response", response}});
+    return out + event("response.in_progress", {{"response", response}});
   }
   std::string stream_event(const Event& e) override { return push(e); }
   json complete(const Turn& turn) override { return final_response(turn); }
@@ -189,7 +190,10 @@ class ResponseResponder final : public Responder, private BlockStream {
 
   json final_response(const Turn& turn) {
     json output = json::array();
-    for (size_t i = 0; i < turn.blocks.size(); ++i) output.push_back(item(turn.blocks[i], int(i), true));
+    for (size_t i = 0; i < turn.blocks.size(); ++i) {
+      const Block& block = turn.blocks[i];
+      output.push_back(item(block, block.stream_index >= 0 ? block.stream_index : int(i), true));
+    }
     const bool incomplete = turn.finish_reason == FinishReason::Length;
     json response = envelope(incomplete ? "incomplete" : "completed", output, usage_json(turn.usage));
     if (incomplete) response["incomplete_details"] = {{"reason", "max_output_tokens"}};
@@ -198,7 +202,7 @@ class ResponseResponder final : public Responder, private BlockStream {
   json envelope(const std::string& status, json output, json usage) {
     json r = {{"id", id_}, {"object", "response"}, {"created_at", created_}, {"status", status}, {"model", model_},
               {"output", std::move(output)}, {"error", json()}, {"incomplete_details", json()},
-              {"parallel_tool_calls", true}, {"previous_response_id", json()}, {"store", false}};
+              {"parallel_tool_calls", parallel_tool_calls_}, {"previous_response_id", json()}, {"store", false}};
     for (auto& [key, value] : echo_.items()) r[key] = value;
     r["usage"] = std::move(usage);
     return r;
@@ -207,6 +211,10 @@ class ResponseResponder final : public Responder, private BlockStream {
   std::string id_, model_;
   int64_t created_ = 0;
   json echo_;  // request fields the response object repeats (instructions, tools, ...)
+ public:
+  bool parallel_tool_calls_ = true;
+
+ private:
   std::vector<std::string> item_ids_;
   int64_t sequence_ = 0;
 };
@@ -283,7 +291,9 @@ Prepared prepare_response(const json& body, const DoorContext& context) {
   if (auto t = get_number(body, "top_p")) echo["top_p"] = *t;
   if (auto m = get_integer(body, "max_output_tokens")) echo["max_output_tokens"] = *m;
   p.stream = get_bool(body, "stream").value_or(false);
-  p.responder = std::make_unique<ResponseResponder>(get_string(body, "model").value_or(context.model_name), echo);
+  auto responder = std::make_unique<ResponseResponder>(get_string(body, "model").value_or(context.model_name), echo);
+  responder->parallel_tool_calls_ = r.parallel_tool_calls;
+  p.responder = std::move(responder);
   return p;
 }
 

@@ -242,8 +242,11 @@ void Engine::step(Slot& s) {
       model_->prefill(*s.state, std::span<const int32_t>(prompt).subspan(s.prompt_fed, n), last ? s.logits.data() : nullptr);
       s.prompt_fed += n;
       s.logits_ready = last;
-      std::lock_guard lock(mutex_);
-      s.info.prompt_done = int64_t(s.prompt_fed);
+      {
+        std::lock_guard lock(mutex_);
+        s.info.prompt_done = int64_t(s.prompt_fed);
+      }
+      if (last && s.state->position >= s.state->context_limit) return finish(s, FinishReason::Length);
       return;
     }
     sample_and_feed(s);
@@ -276,9 +279,10 @@ void Engine::sample_and_feed(Slot& s) {
   if (s.output->should_stop()) return finish(s, FinishReason::ToolCalls);
   if (eos) return finish(s, s.output->tool_calls() > 0 ? FinishReason::ToolCalls : FinishReason::Stop);
   if (r.max_tokens > 0 && s.generated >= r.max_tokens) return finish(s, FinishReason::Length);
-  if (s.state->position >= s.state->context_limit) return finish(s, FinishReason::Length);
   const int32_t next[1] = {token};
   model_->prefill(*s.state, next, s.logits.data());
+  // Prompt and generated tokens together never pass the context.
+  if (s.state->position >= s.state->context_limit) return finish(s, FinishReason::Length);
 }
 
 }  // namespace inkling::serve

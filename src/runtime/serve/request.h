@@ -83,7 +83,8 @@ struct Event {
     ToolCallStart,      // tool_index, tool_id, tool_name
     ToolCallArguments,  // tool_index, text: the next fragment of the arguments
     ToolCallEnd,        // tool_index, tool_id, tool_name, text: the whole arguments object
-    Warning,            // text: something the log should show (a malformed tool call came back as content)
+    Warning,            // text: something the log should show (a malformed tool call came back as content);
+                        // tool_index / tool_id: the streamed call it withdraws, when one had started
     Finish,             // finish_reason, stop_sequence, usage; always the last event
   };
   Kind kind = Kind::Content;

@@ -137,6 +137,7 @@ void TurnOutput::handle(std::vector<ChatEvent>& events, std::vector<Event>& out)
       case ChatEvent::Kind::ToolCallStart: {
         if (calls_as_text || stop_after_call_) break;
         current_call_id_ = "call_" + call_id_prefix_ + "_" + std::to_string(tool_calls_);
+        call_open_ = true;
         Event e;
         e.kind = Event::Kind::ToolCallStart;
         e.tool_index = tool_calls_;
@@ -170,6 +171,8 @@ void TurnOutput::handle(std::vector<ChatEvent>& events, std::vector<Event>& out)
         e.text = std::move(ce.arguments);
         out.push_back(std::move(e));
         ++tool_calls_;
+        ++completed_calls_;
+        call_open_ = false;
         if (!request_->parallel_tool_calls) stop_after_call_ = true;
         break;
       }
@@ -177,6 +180,11 @@ void TurnOutput::handle(std::vector<ChatEvent>& events, std::vector<Event>& out)
         Event w;
         w.kind = Event::Kind::Warning;
         w.text = ce.text + "; returned as content";
+        if (call_open_) {  // its start already went out: the call is withdrawn
+          w.tool_index = tool_calls_++;
+          w.tool_id = current_call_id_;
+          call_open_ = false;
+        }
         out.push_back(std::move(w));
         content(std::move(ce.arguments), out);
         break;

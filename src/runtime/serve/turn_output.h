@@ -46,7 +46,7 @@ class TurnOutput {
   // parallel_tool_calls is false.
   bool should_stop() const { return stop_matcher_.matched() != nullptr || stop_after_call_; }
   const std::string* matched_stop() const { return stop_matcher_.matched(); }
-  int tool_calls() const { return tool_calls_; }
+  int tool_calls() const { return completed_calls_; }
   int64_t reasoning_tokens() const { return reasoning_tokens_; }
 
  private:
@@ -63,7 +63,9 @@ class TurnOutput {
   IncrementalDecoder decoder_;
   StopMatcher stop_matcher_;
   std::vector<TokenLogprob> pending_logprobs_;
-  int tool_calls_ = 0;
+  int tool_calls_ = 0;       // calls started (their stream index)
+  int completed_calls_ = 0;  // calls that parsed
+  bool call_open_ = false;
   bool stop_after_call_ = false;
   int64_t reasoning_tokens_ = 0;
   std::string current_call_id_;
