@@ -274,6 +274,7 @@ void read_common_limits(const json& body, Request& r, const char* max_key_a, con
   }
   if (auto n = get_integer(body, "n"); n && *n != 1) throw bad_request("only n = 1 is supported", "n");
   r.stop = get_strings(body, "stop");
+  r.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
   if (r.stop.size() > 16) throw bad_request("at most 16 stop sequences", "stop");
 }
 

@@ -195,6 +195,7 @@ class ResponseResponder final : public Responder, private BlockStream {
       output.push_back(item(block, block.stream_index >= 0 ? block.stream_index : int(i), true));
     }
     const bool incomplete = turn.finish_reason == FinishReason::Length;
+    if (incomplete && !output.empty()) output.back()["status"] = "incomplete";  // cut off by the limit
     json response = envelope(incomplete ? "incomplete" : "completed", output, usage_json(turn.usage));
     if (incomplete) response["incomplete_details"] = {{"reason", "max_output_tokens"}};
     return response;

@@ -277,7 +277,7 @@ void Engine::sample_and_feed(Slot& s) {
   const bool eos = std::find(options_.stop_ids.begin(), options_.stop_ids.end(), token) != options_.stop_ids.end();
   if (s.output->matched_stop()) return finish(s, FinishReason::StopSequence);
   if (s.output->should_stop()) return finish(s, FinishReason::ToolCalls);
-  if (eos) return finish(s, s.output->tool_calls() > 0 ? FinishReason::ToolCalls : FinishReason::Stop);
+  if (eos && !r.ignore_eos) return finish(s, s.output->tool_calls() > 0 ? FinishReason::ToolCalls : FinishReason::Stop);
   if (r.max_tokens > 0 && s.generated >= r.max_tokens) return finish(s, FinishReason::Length);
   const int32_t next[1] = {token};
   model_->prefill(*s.state, next, s.logits.data());

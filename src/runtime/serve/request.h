@@ -50,6 +50,7 @@ struct Request {
   bool seed_given = false;  // else a fresh seed per request
   int64_t max_tokens = 0;   // 0: until the context is full
   std::vector<std::string> stop;
+  bool ignore_eos = false;  // benchmarks: run to max_tokens even past the end of the turn
   nlohmann::ordered_json reasoning_effort;  // null: the template's default
   int top_logprobs = -1;                    // -1: no logprobs; 0..20: logprobs with that many alternatives
 
