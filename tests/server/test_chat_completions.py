@@ -313,3 +313,47 @@ def test_test_script_needs_flag(keyed_server):
                           headers={"Authorization": "Bearer sekrit-key"})
     assert r.status_code == 400
     assert "--test-scripts" in r.json()["error"]["message"]
+
+
+def test_named_tool_choice_forces_the_call(client):
+    # The script only writes the arguments; the header is forced.
+    # The model "wants" to call get_weather; the header is forced to get_time, the model writes the JSON.
+    r = chat(client, '<|message_model|>get_weather<|content_invoke_tool_json|>{"name":"get_time","args":{"city":"Oslo"}}'
+             '<|end_message|><|content_model_end_sampling|>', tools=TOOLS,
+             tool_choice={"type": "function", "function": {"name": "get_time"}})
+    calls = r.choices[0].message.tool_calls
+    assert [c.function.name for c in calls] == ["get_time"]
+    assert json.loads(calls[0].function.arguments) == {"city": "Oslo"}
+    assert r.choices[0].finish_reason == "tool_calls"
+
+
+def test_required_tool_choice_after_reasoning(client):
+    # The script stops reasoning and would end the turn; the call header follows the reasoning.
+    script = ('<|content_thinking|>I must call a tool.<|content_model_end_sampling|>'
+              '{"name":"get_time","args":{"zone":"UTC"}}<|end_message|><|content_model_end_sampling|>')
+    for stream in (False, True):
+        if stream:
+            got = collect_stream(chat(client, script, tools=TOOLS, tool_choice="required", stream=True))
+            name, args, reasoning = got["calls"][0]["name"], got["calls"][0]["arguments"], got["reasoning"]
+        else:
+            m = chat(client, script, tools=TOOLS, tool_choice="required").choices[0].message
+            name, args, reasoning = m.tool_calls[0].function.name, m.tool_calls[0].function.arguments, \
+                m.model_extra["reasoning_content"]
+        assert name in ("get_weather", "get_time")  # the header's name; the JSON then names get_time
+        assert json.loads(args) == {"zone": "UTC"}
+        assert reasoning == "I must call a tool."
+
+
+def test_required_tool_choice_replaces_a_plain_answer(client, server):
+    # The model "wants" to answer in text; the call header is written where the answer would
+    # begin. This script then writes no JSON, so the started call is malformed and logged.
+    r = chat(client, "<|content_text|>No tools today.<|end_message|><|content_model_end_sampling|>", tools=TOOLS,
+             tool_choice="required", max_tokens=40)
+    m = r.choices[0].message
+    assert MARKER not in (m.content or "")
+    assert server.wait_log(r"malformed tool call to get_(weather|time)")
+
+
+def test_required_without_tools_is_400(server):
+    r = server.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "tool_choice"

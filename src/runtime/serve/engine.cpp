@@ -4,6 +4,7 @@
 #include <random>
 
 #include "runtime/generate/sampler.h"
+#include "runtime/serve/tool_forcer.h"
 #include "runtime/serve/turn_output.h"
 #include "tensor/error.h"
 
@@ -50,6 +51,7 @@ struct Engine::Slot {
   bool logits_ready = false;
   std::optional<Sampler> sampler;
   std::optional<TurnOutput> output;
+  std::optional<ToolCallForcer> forcer;
   std::vector<int32_t> script;
   size_t script_next = 0;
   int64_t generated = 0;
@@ -137,6 +139,7 @@ void Engine::admit(std::unique_lock<std::mutex>&) {
     if (!r.seed_given) sampling.seed = std::random_device{}();
     s.sampler.emplace(sampling);
     s.output.emplace(*tokenizer_, r, std::to_string(s.job->handle->id()));
+    s.forcer.emplace(*tokenizer_, r);
     s.started = Clock::now();
     s.info = SlotInfo{s.index, true, s.job->handle->id(), int64_t(s.job->prompt.size()), 0, 0};
   }
@@ -222,6 +225,7 @@ void Engine::finish(Slot& s, FinishReason reason, std::string error) {
     s.job.reset();
     s.state.reset();
     s.output.reset();
+    s.forcer.reset();
     s.info = SlotInfo{s.index, false, -1, 0, 0, 0};
   }
 }
@@ -259,12 +263,11 @@ void Engine::sample_and_feed(Slot& s) {
   const Request& r = s.job->request;
   const bool want_logprobs = r.top_logprobs >= 0;
   if (want_logprobs) s.chosen_logits = s.logits;  // before penalties change them
-  int32_t token;
-  if (s.script_next < s.script.size()) {
-    token = s.script[s.script_next++];
-  } else {
-    token = s.sampler->sample(s.logits, s.state->tokens);
-  }
+  const bool scripted = s.script_next < s.script.size();
+  const int32_t candidate = scripted ? s.script[s.script_next] : s.sampler->sample(s.logits, s.state->tokens);
+  bool consumed = true;
+  const int32_t token = s.forcer->active() ? s.forcer->choose(candidate, s.logits, consumed) : candidate;
+  if (scripted && consumed) ++s.script_next;  // an inserted token leaves the script where it was
   if (s.generated == 0) s.first_token = Clock::now();
   ++s.generated;
   std::vector<Event> events;
