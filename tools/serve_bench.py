@@ -8,7 +8,8 @@ Each client sends POST /v1/completions with a distinct prompt of about --prompt-
 `ignore_eos` and `max_tokens` n, so every request generates exactly n tokens whatever the weights.
 TTFT is measured from the request to the first streamed text; decode tok/s per client is
 (n - 1) / (last token time - first token time); aggregate tok/s is all generated tokens over the
-wall time from the first first-token to the last token. Medians over --rounds.
+wall time from the first first-token to the last token (so it includes the prefills of clients that
+start later); decode sum is the per-client rates added up. Medians over --rounds.
 """
 import argparse
 import json
@@ -54,6 +55,7 @@ def round_of(url, clients, prompt_tokens, n, round_index):
     return dict(ttft=statistics.median(r["ttft"] for r in out.values()),
                 ttft_max=max(r["ttft"] for r in out.values()),
                 per_client=statistics.median(r["decode"] for r in out.values()),
+                decode_sum=sum(r["decode"] for r in out.values()),
                 aggregate=clients * (n - 1) / max(last - first, 1e-9))
 
 
@@ -76,10 +78,11 @@ def main():
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"| clients | TTFT median (s) | TTFT max (s) | decode tok/s per client | aggregate tok/s |")
-    print(f"|---|---|---|---|---|")
+    print("| clients | TTFT median (s) | TTFT max (s) | decode tok/s per client | decode sum tok/s | aggregate tok/s |")
+    print("|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['clients']} | {r['ttft']:.3f} | {r['ttft_max']:.3f} | {r['per_client']:.2f} | {r['aggregate']:.2f} |")
+        print(f"| {r['clients']} | {r['ttft']:.3f} | {r['ttft_max']:.3f} | {r['per_client']:.2f} | {r['decode_sum']:.2f} "
+              f"| {r['aggregate']:.2f} |")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,10 @@ void collect(const std::vector<ChatEvent>& events, Collected& c) {
       case ChatEvent::Kind::ToolCall: c.calls.emplace_back(e.name, e.arguments); break;
       case ChatEvent::Kind::Error: c.errors += e.text + "\n"; break;
       case ChatEvent::Kind::End: c.end = e.text; ++c.end_events; break;
+      case ChatEvent::Kind::ToolCallStart:
+      case ChatEvent::Kind::ToolCallDelta:
+        ADD_FAILURE() << "streamed tool-call events without stream_tool_calls";
+        break;
     }
   }
 }

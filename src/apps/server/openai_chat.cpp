@@ -145,6 +145,16 @@ const char* finish_name(FinishReason reason) {
   }
 }
 
+// llama-server's `timings` object: clients such as its web UI show it.
+json timings_json(const serve::Usage& u) {
+  return {{"prompt_n", u.prompt_tokens},
+          {"prompt_ms", u.prompt_seconds * 1e3},
+          {"prompt_per_second", u.prompt_seconds > 0 ? double(u.prompt_tokens) / u.prompt_seconds : 0.0},
+          {"predicted_n", u.completion_tokens},
+          {"predicted_ms", u.generation_seconds * 1e3},
+          {"predicted_per_second", u.generation_seconds > 0 ? double(u.completion_tokens - 1) / u.generation_seconds : 0.0}};
+}
+
 json usage_json(const serve::Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},
@@ -197,6 +207,7 @@ class ChatResponder final : public Responder {
           json body = base();
           body["choices"] = json::array();
           body["usage"] = usage_json(e.usage);
+          body["timings"] = timings_json(e.usage);
           out += "data: " + dump(body) + "\n\n";
         }
         return out + "data: [DONE]\n\n";
@@ -230,14 +241,7 @@ class ChatResponder final : public Responder {
     body["object"] = "chat.completion";
     body["choices"] = json::array({choice});
     body["usage"] = usage_json(turn.usage);
-    const auto& u = turn.usage;
-    body["timings"] = {{"prompt_n", u.prompt_tokens},
-                       {"prompt_ms", u.prompt_seconds * 1e3},
-                       {"prompt_per_second", u.prompt_seconds > 0 ? double(u.prompt_tokens) / u.prompt_seconds : 0.0},
-                       {"predicted_n", u.completion_tokens},
-                       {"predicted_ms", u.generation_seconds * 1e3},
-                       {"predicted_per_second",
-                        u.generation_seconds > 0 ? double(u.completion_tokens - 1) / u.generation_seconds : 0.0}};
+    body["timings"] = timings_json(turn.usage);
     return body;
   }
 

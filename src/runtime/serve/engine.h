@@ -2,7 +2,7 @@
 // `parallel` of them run at once in slots, and one thread steps every running slot in turn (a
 // prefill chunk or one decode token each), so no request waits for another to finish. Each step
 // is a whole unit of work per sequence; a batched step over several sequences replaces the
-// per-slot loop in step_slots() without changing the interface.
+// per-slot loop in run() without changing the interface (submit, handles, events).
 #pragma once
 
 #include <atomic>
