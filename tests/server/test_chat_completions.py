@@ -357,3 +357,11 @@ def test_required_tool_choice_replaces_a_plain_answer(client, server):
 def test_required_without_tools_is_400(server):
     r = server.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})
     assert r.status_code == 400 and r.json()["error"]["param"] == "tool_choice"
+
+
+def test_deeply_nested_body_is_400_and_server_lives(server):
+    body = ('{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f",'
+            '"parameters":' + '{"a":' * 5000 + "1" + "}" * 5000 + "}}]}")
+    r = requests.post(server.url + "/v1/chat/completions", data=body)
+    assert r.status_code == 400 and "nests deeper" in r.json()["error"]["message"]
+    assert server.get("/health").status_code == 200

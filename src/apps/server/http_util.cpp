@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <algorithm>
 #include <random>
 
 namespace inkling::server {
@@ -18,7 +19,34 @@ ApiError bad_request(const std::string& message, const std::string& param) {
   return ApiError(400, "invalid_request_error", message, param);
 }
 
+namespace {
+
+// Deepest bracket nesting outside strings. Deep values recurse in the template's value
+// conversion, so a body nested thousands deep is refused before it is parsed.
+int nesting_depth(const std::string& text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escape = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escape) escape = false;
+      else if (c == '\\') escape = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '{' || c == '[') deepest = std::max(deepest, ++depth);
+    else if (c == '}' || c == ']') --depth;
+  }
+  return deepest;
+}
+
+constexpr int kMaxBodyDepth = 64;
+
+}  // namespace
+
 json parse_body(const std::string& body) {
+  if (nesting_depth(body) > kMaxBodyDepth)
+    throw bad_request("the request body nests deeper than " + std::to_string(kMaxBodyDepth) + " levels");
   json value = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) throw bad_request("the request body is not valid JSON");
   if (!value.is_object()) throw bad_request("the request body must be a JSON object");
