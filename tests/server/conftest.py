@@ -41,6 +41,21 @@ def answer(text, reasoning=None):
     return out + f"<|content_text|>{text}<|end_message|><|content_model_end_sampling|>"
 
 
+def script(text):
+    """extra_body for a client call whose output is `text` (see the module docstring)."""
+    return {"inkling_test_script": text}
+
+
+def wait_new_log(server, before, pattern, timeout=5.0):
+    """Whether a log line written after line `before` matches `pattern` (waits for it)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if any(re.search(pattern, line) for line in server.lines[before:]):
+            return True
+        time.sleep(0.02)
+    return False
+
+
 class Server:
     def __init__(self, checkpoint, *extra, scripts=True):
         self.args = [str(BINARY), "serve", "-m", str(checkpoint), "--port", "0", *extra]

@@ -13,7 +13,7 @@ import anthropic
 import pytest
 import requests
 
-from conftest import REASONING_TEXT_TWO_CALLS, TOOLS, answer
+from conftest import REASONING_TEXT_TWO_CALLS, TOOLS, answer, script, wait_new_log
 
 MARKER = re.compile(r"<\|[a-z_]+\|>")
 MODEL = "tiny"
@@ -27,20 +27,6 @@ MALFORMED = '<|message_model|>f<|content_invoke_tool_json|>{"name": broken<|end_
 @pytest.fixture(scope="module")
 def client(server):
     return anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0, timeout=60)
-
-
-def wait_new_log(server, before, pattern, timeout=5.0):
-    """Whether a log line written after line `before` matches `pattern` (waits for it)."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if any(re.search(pattern, line) for line in server.lines[before:]):
-            return True
-        time.sleep(0.02)
-    return False
-
-
-def script(text):
-    return {"inkling_test_script": text}
 
 
 def body(**kw):

@@ -12,7 +12,7 @@ import openai
 import pytest
 import requests
 
-from conftest import REASONING_TEXT_TWO_CALLS, TOOLS, answer
+from conftest import REASONING_TEXT_TWO_CALLS, TOOLS, answer, script, wait_new_log
 
 MARKER = re.compile(r"<\|[a-z_]+\|>")
 MODEL = "tiny"
@@ -26,20 +26,6 @@ EFFORTS = ["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 @pytest.fixture(scope="module")
 def client(server):
     return openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=60)
-
-
-def wait_new_log(server, before, pattern, timeout=5.0):
-    """Whether a log line written after line `before` matches `pattern` (waits for it)."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if any(re.search(pattern, line) for line in server.lines[before:]):
-            return True
-        time.sleep(0.02)
-    return False
-
-
-def script(text):
-    return {"inkling_test_script": text}
 
 
 def chat_prompt_tokens(server, chat_body):

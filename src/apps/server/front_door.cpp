@@ -157,6 +157,13 @@ void read_test_script(const json& body, const DoorContext& context, serve::Reque
   r.scripted_output = *script;
 }
 
+serve::ToolChoice tool_choice_mode(const std::string& value) {
+  if (value == "auto") return serve::ToolChoice::Auto;
+  if (value == "none") return serve::ToolChoice::None;
+  if (value == "required") return serve::ToolChoice::Required;
+  throw bad_request("\"tool_choice\" must be auto, none, required or a named function, got \"" + value + "\"", "tool_choice");
+}
+
 void check_tool_choice(serve::Request& r, const char* param) {
   if ((r.tool_choice == serve::ToolChoice::Required || r.tool_choice == serve::ToolChoice::Function) && r.tools.empty())
     throw bad_request(std::string("\"") + param + "\" asks for a tool call but no function tools are declared", param);

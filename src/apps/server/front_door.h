@@ -108,6 +108,8 @@ nlohmann::ordered_json read_effort(const json& value, const char* param);
 void read_test_script(const json& body, const DoorContext& context, serve::Request& request);
 // max_tokens under its API's name(s) (at least 1), n (1 only) and stop (at most 16 strings).
 void read_common_limits(const json& body, serve::Request& request, const char* max_key_a, const char* max_key_b);
+// tool_choice "auto" | "none" | "required" (the OpenAI string forms); anything else is a 400.
+serve::ToolChoice tool_choice_mode(const std::string& value);
 // A named tool_choice must name a declared tool; only that tool is then declared to the model.
 void check_tool_choice(serve::Request& request, const char* param);
 

@@ -98,11 +98,7 @@ void read_tools(const json& body, Request& r) {
   }
   if (const json* choice = field(body, "tool_choice")) {
     if (choice->is_string()) {
-      std::string c = choice->get<std::string>();
-      if (c == "auto") r.tool_choice = ToolChoice::Auto;
-      else if (c == "none") r.tool_choice = ToolChoice::None;
-      else if (c == "required") r.tool_choice = ToolChoice::Required;
-      else throw bad_request("\"tool_choice\" must be auto, none, required or {\"type\": \"function\", ...}", "tool_choice");
+      r.tool_choice = tool_choice_mode(choice->get<std::string>());
     } else if (choice->is_object()) {
       const json* function = get_object(*choice, "function");
       auto name = function ? get_string(*function, "name") : get_string(*choice, "name");

@@ -255,11 +255,7 @@ Prepared prepare_response(const json& body, const DoorContext& context) {
   echo["tools"] = echoed_tools;
   if (const json* choice = field(body, "tool_choice")) {
     if (choice->is_string()) {
-      std::string c = choice->get<std::string>();
-      if (c == "auto") r.tool_choice = ToolChoice::Auto;
-      else if (c == "none") r.tool_choice = ToolChoice::None;
-      else if (c == "required") r.tool_choice = ToolChoice::Required;
-      else throw bad_request("\"tool_choice\" must be auto, none, required or {\"type\": \"function\", \"name\": ...}", "tool_choice");
+      r.tool_choice = tool_choice_mode(choice->get<std::string>());
     } else if (choice->is_object() && choice->value("type", "") == "function") {
       auto name = get_string(*choice, "name");
       if (!name) throw bad_request("tool_choice.name is required", "tool_choice");

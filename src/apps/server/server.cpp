@@ -121,20 +121,10 @@ struct HttpServer::Impl {
 
     if (!prepared.stream) {
       Turn turn;
-      std::vector<Event> events;
-      bool done = false;
-      while (!done) {
-        events.clear();
-        done = handle->wait(events, std::chrono::milliseconds(50));
-        for (const Event& e : events) {
-          if (e.kind == Event::Kind::Warning) log_warning(handle->id(), e.text);
-          turn.add(e);
-        }
-        if (!done && watch->closed()) {
-          handle->cancel();  // the client left; its slot frees at the next step
-          current_record.note = "client disconnected";
-        }
-      }
+      pump(*handle, *watch, current_record, [&](const Event& e) {
+        turn.add(e);
+        return true;
+      });
       current_record.generated_tokens = turn.usage.completion_tokens;
       if (turn.finish_reason == FinishReason::Error) throw ApiError(500, "server_error", turn.error);
       if (turn.finish_reason == FinishReason::Cancelled) {
@@ -154,29 +144,41 @@ struct HttpServer::Impl {
           RequestRecord& record = current_record;
           auto write = [&](const std::string& text) { return text.empty() || sink.write(text.data(), text.size()); };
           if (!write(responder->stream_begin())) return false;
-          std::vector<Event> events;
-          bool done = false;
-          while (!done) {
-            events.clear();
-            done = handle->wait(events, std::chrono::milliseconds(50));
-            for (const Event& e : events) {
-              if (e.kind == Event::Kind::Warning) log_warning(handle->id(), e.text);
-              if (e.kind == Event::Kind::Finish) record.generated_tokens = e.usage.completion_tokens;
-              if (e.kind == Event::Kind::Finish && e.finish_reason == FinishReason::Cancelled) return false;
-              if (!write(responder->stream_event(e))) {
-                handle->cancel();
-                record.note = "client disconnected";
-                return false;
-              }
-            }
-            if (!done && watch->closed()) {
-              handle->cancel();
-              record.note = "client disconnected";
-            }
-          }
+          const bool delivered = pump(*handle, *watch, record, [&](const Event& e) {
+            if (e.kind == Event::Kind::Finish && e.finish_reason == FinishReason::Cancelled) return false;
+            return write(responder->stream_event(e));
+          });
+          if (!delivered) return false;
           sink.done();
           return true;
         });
+  }
+
+  // Hands a request's events to `deliver` until its Finish event, cancelling the request when
+  // the client goes away (deliver returns false: the write failed, or the watch saw it close).
+  // Returns whether every event was delivered.
+  template <typename Deliver>
+  bool pump(serve::RequestHandle& handle, ConnectionWatch& watch, RequestRecord& record, Deliver deliver) {
+    std::vector<Event> events;
+    bool done = false;
+    while (!done) {
+      events.clear();
+      done = handle.wait(events, std::chrono::milliseconds(50));
+      for (const Event& e : events) {
+        if (e.kind == Event::Kind::Warning) log_warning(handle.id(), e.text);
+        if (e.kind == Event::Kind::Finish) record.generated_tokens = e.usage.completion_tokens;
+        if (!deliver(e)) {
+          handle.cancel();
+          record.note = "client disconnected";
+          return false;
+        }
+      }
+      if (!done && watch.closed()) {
+        handle.cancel();  // the client left; its slot frees at the next step, the Finish follows
+        record.note = "client disconnected";
+      }
+    }
+    return true;
   }
 
   void log_warning(int64_t id, const std::string& text) {
