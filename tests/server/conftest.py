@@ -4,6 +4,7 @@ The checkpoint has random weights, so the tests drive what the model "writes" wi
 test-only scripted output (`--test-scripts` plus the request field `inkling_test_script`: the
 text's tokens replace sampling one by one, then sampling resumes).
 """
+import json
 import os
 import re
 import subprocess
@@ -54,6 +55,20 @@ def wait_new_log(server, before, pattern, timeout=5.0):
             return True
         time.sleep(0.02)
     return False
+
+
+def sse_events(response):
+    """[(event name, data dict)] of a raw SSE body (always UTF-8); each data's type names its event."""
+    events, name = [], None
+    for line in response.content.decode("utf-8").splitlines():
+        if line.startswith("event:"):
+            name = line[len("event:"):].strip()
+        elif line.startswith("data:"):
+            data = json.loads(line[len("data:"):].strip())
+            assert name == data["type"], f"event name {name!r} vs data type {data['type']!r}"
+            events.append((name, data))
+            name = None
+    return events
 
 
 class Server:

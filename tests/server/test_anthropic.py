@@ -13,7 +13,7 @@ import anthropic
 import pytest
 import requests
 
-from conftest import REASONING_TEXT_TWO_CALLS, TOOLS, answer, script, wait_new_log
+from conftest import REASONING_TEXT_TWO_CALLS, TOOLS, answer, script, wait_new_log, sse_events
 
 MARKER = re.compile(r"<\|[a-z_]+\|>")
 MODEL = "tiny"
@@ -51,20 +51,6 @@ def assert_anthropic_error(r, status=400, kind="invalid_request_error"):
     assert data["error"]["type"] == kind
     assert isinstance(data["error"]["message"], str) and data["error"]["message"]
     return data["error"]["message"]
-
-
-def sse_events(response):
-    """[(event name, data dict)] of a raw SSE body (always UTF-8)."""
-    events, name = [], None
-    for line in response.content.decode("utf-8").splitlines():
-        if line.startswith("event:"):
-            name = line[len("event:"):].strip()
-        elif line.startswith("data:"):
-            data = json.loads(line[len("data:"):].strip())
-            assert name == data["type"], f"event name {name!r} vs data type {data['type']!r}"
-            events.append((name, data))
-            name = None
-    return events
 
 
 def count_tokens(server, **kw):

@@ -12,7 +12,7 @@ import openai
 import pytest
 import requests
 
-from conftest import REASONING_TEXT_TWO_CALLS, TOOLS, answer, script, wait_new_log
+from conftest import REASONING_TEXT_TWO_CALLS, TOOLS, answer, script, wait_new_log, sse_events
 
 MARKER = re.compile(r"<\|[a-z_]+\|>")
 MODEL = "tiny"
@@ -55,20 +55,6 @@ def assert_no_markers(response):
         elif item.type == "reasoning":
             for part in item.content or []:
                 assert not MARKER.search(part.text), part.text
-
-
-def sse_events(response):
-    """[(event name, data dict)] of a raw SSE body (always UTF-8)."""
-    events, name = [], None
-    for line in response.content.decode("utf-8").splitlines():
-        if line.startswith("event:"):
-            name = line[len("event:"):].strip()
-        elif line.startswith("data:"):
-            data = json.loads(line[len("data:"):].strip())
-            assert name == data["type"]
-            events.append((name, data))
-            name = None
-    return events
 
 
 # ---------------------------------------------------------------- input shapes

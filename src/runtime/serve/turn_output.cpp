@@ -121,6 +121,15 @@ void TurnOutput::push(int32_t id, std::span<const float> logits, std::vector<Eve
 }
 
 void TurnOutput::handle(std::vector<ChatEvent>& events, std::vector<Event>& out) {
+  auto call_event = [&](Event::Kind kind, const std::string& name, std::string text) {
+    Event e;
+    e.kind = kind;
+    e.tool_index = tool_calls_;
+    e.tool_id = current_call_id_;
+    e.tool_name = name;
+    e.text = std::move(text);
+    out.push_back(std::move(e));
+  };
   const bool calls_as_text = request_->tool_choice == ToolChoice::None;
   for (ChatEvent& ce : events) {
     switch (ce.kind) {
@@ -138,23 +147,12 @@ void TurnOutput::handle(std::vector<ChatEvent>& events, std::vector<Event>& out)
         if (calls_as_text || stop_after_call_) break;
         current_call_id_ = "call_" + call_id_prefix_ + "_" + std::to_string(tool_calls_);
         call_open_ = true;
-        Event e;
-        e.kind = Event::Kind::ToolCallStart;
-        e.tool_index = tool_calls_;
-        e.tool_id = current_call_id_;
-        e.tool_name = ce.name;
-        out.push_back(std::move(e));
+        call_event(Event::Kind::ToolCallStart, ce.name, {});
         break;
       }
       case ChatEvent::Kind::ToolCallDelta: {
         if (calls_as_text || stop_after_call_) break;
-        Event e;
-        e.kind = Event::Kind::ToolCallArguments;
-        e.tool_index = tool_calls_;
-        e.tool_id = current_call_id_;
-        e.tool_name = ce.name;
-        e.text = std::move(ce.arguments);
-        out.push_back(std::move(e));
+        call_event(Event::Kind::ToolCallArguments, ce.name, std::move(ce.arguments));
         break;
       }
       case ChatEvent::Kind::ToolCall: {
@@ -163,13 +161,7 @@ void TurnOutput::handle(std::vector<ChatEvent>& events, std::vector<Event>& out)
           content("{\"name\":" + nlohmann::ordered_json(ce.name).dump() + ",\"args\":" + ce.arguments + "}", out);
           break;
         }
-        Event e;
-        e.kind = Event::Kind::ToolCallEnd;
-        e.tool_index = tool_calls_;
-        e.tool_id = current_call_id_;
-        e.tool_name = ce.name;
-        e.text = std::move(ce.arguments);
-        out.push_back(std::move(e));
+        call_event(Event::Kind::ToolCallEnd, ce.name, std::move(ce.arguments));
         ++tool_calls_;
         ++completed_calls_;
         call_open_ = false;
