@@ -142,6 +142,7 @@ Runner add_serve(CLI::App& app) {
       int received = 0;
       sigwait(&signals, &received);
       std::fprintf(stderr, "signal %d: stopping\n", received);
+      if (serve::Engine* engine = state.engine.load()) engine->cancel_all();  // in-flight requests end now
       http.stop();
     });
     signal_thread.detach();

@@ -167,9 +167,11 @@ struct HttpServer::Impl {
       for (const Event& e : events) {
         if (e.kind == Event::Kind::Warning) log_warning(handle.id(), e.text);
         if (e.kind == Event::Kind::Finish) record.generated_tokens = e.usage.completion_tokens;
+        if (e.kind == Event::Kind::Finish && e.finish_reason == FinishReason::Cancelled && record.note.empty())
+          record.note = "cancelled (server stopping)";
         if (!deliver(e)) {
           handle.cancel();
-          record.note = "client disconnected";
+          if (record.note.empty()) record.note = "client disconnected";
           return false;
         }
       }

@@ -106,6 +106,16 @@ std::shared_ptr<RequestHandle> Engine::submit(Request request, std::vector<int32
   return handle;
 }
 
+void Engine::cancel_all() {
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& slot : slots_)
+      if (slot->job) slot->job->handle->cancel();
+    for (auto& job : queue_) job->handle->cancel();
+  }
+  work_.notify_all();
+}
+
 std::vector<SlotInfo> Engine::slots() const {
   std::lock_guard lock(mutex_);
   std::vector<SlotInfo> out;

@@ -82,6 +82,9 @@ class Engine {
   // inference; the handle receives the request's events.
   std::shared_ptr<RequestHandle> submit(Request request, std::vector<int32_t> prompt);
 
+  // Cancels every running and queued request (shutdown): each ends at its next step.
+  void cancel_all();
+
   std::vector<SlotInfo> slots() const;
   size_t queue_depth() const;
   EngineCounters counters() const;
