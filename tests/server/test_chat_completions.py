@@ -365,3 +365,39 @@ def test_deeply_nested_body_is_400_and_server_lives(server):
     r = requests.post(server.url + "/v1/chat/completions", data=body)
     assert r.status_code == 400 and "nests deeper" in r.json()["error"]["message"]
     assert server.get("/health").status_code == 200
+
+
+def test_prompt_cache_next_turn_reuses_state_and_matches_cold_logits(client, server):
+    first_messages = [{"role": "user", "content": "hello, a cache test"}]
+    first = chat(client, answer("Hi there.", reasoning="Greeting."), messages=first_messages, reasoning_effort="low")
+    m = first.choices[0].message
+    history = first_messages + [{"role": "assistant", "content": m.content, "reasoning": m.model_extra["reasoning"]},
+                                {"role": "user", "content": "tell me more"}]
+    kw = dict(model="m", messages=history, max_tokens=8, temperature=0, logprobs=True, top_logprobs=5,
+              reasoning_effort="low")
+    warm = client.chat.completions.create(**kw)
+    cold = client.chat.completions.create(**kw, extra_body={"cache_prompt": False})
+    # The kept state held turn 1's prompt and every generated token but the last (the end token,
+    # sampled and never fed).
+    assert warm.usage.prompt_tokens_details.cached_tokens == first.usage.prompt_tokens + first.usage.completion_tokens - 1
+    assert cold.usage.prompt_tokens_details.cached_tokens == 0
+    assert warm.usage.prompt_tokens == cold.usage.prompt_tokens
+    w, c = warm.choices[0].logprobs.content, cold.choices[0].logprobs.content
+    assert [e.token for e in w] == [e.token for e in c]
+    for a, b in zip(w, c):
+        assert abs(a.logprob - b.logprob) < 1e-4
+        for ta, tb in zip(a.top_logprobs, b.top_logprobs):
+            assert ta.token == tb.token and abs(ta.logprob - tb.logprob) < 1e-4
+    metrics = server.get("/metrics").text
+    assert float(metrics.split("\ninkling_prompt_cache_hits_total ")[1].split()[0]) >= 1
+
+
+def test_prompt_cache_not_used_when_the_prefix_diverges(client):
+    msgs = [{"role": "user", "content": "divergence test one"}]
+    first = chat(client, answer("Alpha."), messages=msgs)
+    edited = [{"role": "user", "content": "divergence test two"}, {"role": "assistant", "content": "Alpha."},
+              {"role": "user", "content": "next"}]
+    r = chat(client, answer("Beta."), messages=edited)
+    assert r.usage.prompt_tokens_details.cached_tokens == 0
+    assert r.choices[0].message.content == "Beta."
+    assert first.choices[0].message.content == "Alpha."

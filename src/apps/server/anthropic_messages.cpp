@@ -111,8 +111,9 @@ json block_json(const Block& block, bool with_text) {
 }
 
 json usage_json(const serve::Usage& u) {
-  return {{"input_tokens", u.prompt_tokens}, {"output_tokens", u.completion_tokens},
-          {"cache_creation_input_tokens", 0}, {"cache_read_input_tokens", 0}};
+  // As Anthropic counts: input_tokens are the ones not read from the cache.
+  return {{"input_tokens", u.prompt_tokens - u.cached_tokens}, {"output_tokens", u.completion_tokens},
+          {"cache_creation_input_tokens", 0}, {"cache_read_input_tokens", u.cached_tokens}};
 }
 
 class MessageStream final : public BlockStream {

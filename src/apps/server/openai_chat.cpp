@@ -143,9 +143,11 @@ const char* finish_name(FinishReason reason) {
 
 // llama-server's `timings` object: clients such as its web UI show it.
 json timings_json(const serve::Usage& u) {
-  return {{"prompt_n", u.prompt_tokens},
+  return {{"cache_n", u.cached_tokens},
+          {"prompt_n", u.prompt_tokens - u.cached_tokens},
           {"prompt_ms", u.prompt_seconds * 1e3},
-          {"prompt_per_second", u.prompt_seconds > 0 ? double(u.prompt_tokens) / u.prompt_seconds : 0.0},
+          {"prompt_per_second",
+           u.prompt_seconds > 0 ? double(u.prompt_tokens - u.cached_tokens) / u.prompt_seconds : 0.0},
           {"predicted_n", u.completion_tokens},
           {"predicted_ms", u.generation_seconds * 1e3},
           {"predicted_per_second", u.generation_seconds > 0 ? double(u.completion_tokens - 1) / u.generation_seconds : 0.0}};
@@ -155,7 +157,7 @@ json usage_json(const serve::Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},
           {"total_tokens", u.prompt_tokens + u.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", 0}}},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
           {"completion_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}}};
 }
 
@@ -275,6 +277,7 @@ void read_common_limits(const json& body, Request& r, const char* max_key_a, con
   if (auto n = get_integer(body, "n"); n && *n != 1) throw bad_request("only n = 1 is supported", "n");
   r.stop = get_strings(body, "stop");
   r.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
+  r.cache_prompt = get_bool(body, "cache_prompt").value_or(true);
   if (r.stop.size() > 16) throw bad_request("at most 16 stop sequences", "stop");
 }
 

@@ -84,7 +84,7 @@ void read_input(const json& input, std::vector<Message>& out) {
 
 json usage_json(const serve::Usage& u) {
   return {{"input_tokens", u.prompt_tokens},
-          {"input_tokens_details", {{"cached_tokens", 0}}},
+          {"input_tokens_details", {{"cached_tokens", u.cached_tokens}}},
           {"output_tokens", u.completion_tokens},
           {"output_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}},
           {"total_tokens", u.prompt_tokens + u.completion_tokens}};

@@ -256,6 +256,10 @@ struct HttpServer::Impl {
            c.generation_seconds > 0 ? double(c.generated_tokens) / c.generation_seconds : 0.0);
     metric("inkling_time_to_first_token_seconds_avg", "gauge", "Mean time from arrival to the first generated token.",
            c.first_token_count ? c.first_token_seconds_sum / double(c.first_token_count) : 0.0);
+    metric("inkling_prompt_cache_hits_total", "counter", "Requests that started from a kept sequence state.",
+           double(c.cache_hits));
+    metric("inkling_prompt_cache_tokens_total", "counter", "Prompt tokens taken from kept states instead of computed.",
+           double(c.cached_prompt_tokens));
     metric("inkling_queue_depth", "gauge", "Requests waiting for a slot.", double(engine->queue_depth()));
     metric("inkling_slots_busy", "gauge", "Slots running a request.", double(busy));
     metric("inkling_slots_total", "gauge", "Slots (--parallel).", double(engine->options().parallel));
@@ -333,6 +337,7 @@ struct HttpServer::Impl {
       for (const auto& s : engine.slots())
         slots.push_back({{"id", s.index}, {"busy", s.busy}, {"request_id", s.busy ? json(s.request_id) : json()},
                          {"prompt_tokens", s.prompt_tokens}, {"prompt_done", s.prompt_done}, {"generated", s.generated},
+                         {"cached_tokens", s.cached_tokens},
                          {"n_ctx", engine.context()}});
       res.set_content(dump(slots), "application/json");
     });

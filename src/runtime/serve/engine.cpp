@@ -48,6 +48,7 @@ struct Engine::Slot {
   std::optional<SequenceState> state;
   std::vector<float> logits, chosen_logits;
   size_t prompt_fed = 0;
+  size_t cached = 0;  // prompt tokens the kept state already held
   bool logits_ready = false;
   std::optional<Sampler> sampler;
   std::optional<TurnOutput> output;
@@ -133,25 +134,60 @@ EngineCounters Engine::counters() const {
   return counters_;
 }
 
-void Engine::admit(std::unique_lock<std::mutex>&) {
+// A free slot for `job`: the one whose kept state is the longest proper prefix of its prompt
+// (`reused` tokens), else one holding nothing, else the one holding the least.
+Engine::Slot* Engine::slot_for(const Job& job, size_t& reused) {
+  Slot* best = nullptr;
+  reused = 0;
   for (auto& slot : slots_) {
-    if (slot->job || queue_.empty()) continue;
+    if (slot->job || !slot->state || !job.request.cache_prompt) continue;
+    const std::vector<int32_t>& held = slot->state->tokens;
+    if (held.size() > reused && held.size() < job.prompt.size() &&
+        std::equal(held.begin(), held.end(), job.prompt.begin())) {
+      best = slot.get();
+      reused = held.size();
+    }
+  }
+  if (best) return best;
+  for (auto& slot : slots_) {
+    if (slot->job) continue;
+    const size_t held = slot->state ? slot->state->tokens.size() : 0;
+    const size_t best_held = best && best->state ? best->state->tokens.size() : 0;
+    if (!best || held < best_held) best = slot.get();
+  }
+  return best;
+}
+
+void Engine::admit() {
+  while (!queue_.empty()) {
+    size_t reused = 0;
+    Slot* slot = slot_for(*queue_.front(), reused);
+    if (!slot) return;
     slot->job = std::move(queue_.front());
     queue_.pop_front();
     Slot& s = *slot;
     const Request& r = s.job->request;
-    s.prompt_fed = 0;
+    if (reused == 0) s.state.reset();  // a fresh sequence at the first step
+    s.prompt_fed = reused;
+    s.cached = reused;
     s.logits_ready = false;
     s.generated = 0;
     s.script.clear();
     s.script_next = 0;
+    if (options_.allow_scripts && !r.scripted_output.empty())
+      s.script = tokenizer_->encode(r.scripted_output, /*parse_special=*/true);
     SamplingParams sampling = r.sampling;
     if (!r.seed_given) sampling.seed = std::random_device{}();
     s.sampler.emplace(sampling);
     s.output.emplace(*tokenizer_, r, std::to_string(s.job->handle->id()));
     s.forcer.emplace(*tokenizer_, r);
     s.started = Clock::now();
-    s.info = SlotInfo{s.index, true, s.job->handle->id(), int64_t(s.job->prompt.size()), 0, 0};
+    s.info = SlotInfo{s.index, true, s.job->handle->id(), int64_t(s.job->prompt.size()), int64_t(reused), 0,
+                      int64_t(reused)};
+    if (reused > 0) {
+      ++counters_.cache_hits;
+      counters_.cached_prompt_tokens += int64_t(reused);
+    }
   }
 }
 
@@ -168,7 +204,7 @@ void Engine::run() {
           return false;
         });
         if (stopping_) break;
-        admit(lock);
+        admit();
         for (auto& slot : slots_)
           if (slot->job) active.push_back(slot.get());
       }
@@ -212,6 +248,7 @@ void Engine::finish(Slot& s, FinishReason reason, std::string error) {
   if (reason == FinishReason::StopSequence && s.output->matched_stop()) e.stop_sequence = *s.output->matched_stop();
   Usage& u = e.usage;
   u.prompt_tokens = int64_t(s.job->prompt.size());
+  u.cached_tokens = int64_t(s.cached);
   u.completion_tokens = s.generated;
   u.reasoning_tokens = s.output ? s.output->reasoning_tokens() : 0;
   u.queue_seconds = std::chrono::duration<double>(s.started - s.job->submitted).count();
@@ -223,7 +260,7 @@ void Engine::finish(Slot& s, FinishReason reason, std::string error) {
     std::lock_guard lock(mutex_);
     ++counters_.requests_finished;
     if (reason == FinishReason::Cancelled) ++counters_.cancelled;
-    counters_.prompt_tokens += int64_t(s.prompt_fed);
+    counters_.prompt_tokens += int64_t(s.prompt_fed - s.cached);
     counters_.generated_tokens += s.generated;
     counters_.prompt_seconds += u.prompt_seconds;
     counters_.generation_seconds += u.generation_seconds;
@@ -233,10 +270,11 @@ void Engine::finish(Slot& s, FinishReason reason, std::string error) {
     }
     s.job->handle->push(events);
     s.job.reset();
-    s.state.reset();
+    // The state stays for the next turn of the conversation, unless an error left it unknown.
+    if (reason == FinishReason::Error) s.state.reset();
     s.output.reset();
     s.forcer.reset();
-    s.info = SlotInfo{s.index, false, -1, 0, 0, 0};
+    s.info = SlotInfo{s.index, false, -1, 0, 0, 0, s.state ? int64_t(s.state->tokens.size()) : 0};
   }
 }
 
@@ -246,8 +284,6 @@ void Engine::step(Slot& s) {
     if (!s.state) {
       s.state = model_->new_sequence();
       s.logits.assign(size_t(model_->vocab()), 0.0f);
-      if (options_.allow_scripts && !s.job->request.scripted_output.empty())
-        s.script = tokenizer_->encode(s.job->request.scripted_output, /*parse_special=*/true);
     }
     const std::vector<int32_t>& prompt = s.job->prompt;
     if (s.prompt_fed < prompt.size()) {

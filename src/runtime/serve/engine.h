@@ -3,6 +3,12 @@
 // prefill chunk or one decode token each), so no request waits for another to finish. Each step
 // is a whole unit of work per sequence; a batched step over several sequences replaces the
 // per-slot loop in run() without changing the interface (submit, handles, events).
+//
+// Prompt reuse: a slot keeps its sequence state (KV, sliding rings, convolution states) after a
+// request ends. A new request whose prompt begins with every token that state consumed (the
+// previous turn of the same conversation: its prompt and the answer as generated) goes to that
+// slot and computes only the rest. Nothing is rewound, so the state is exactly the one a run of
+// those tokens leaves; a prompt that diverges earlier starts from scratch.
 #pragma once
 
 #include <atomic>
@@ -60,6 +66,7 @@ struct SlotInfo {
   bool busy = false;
   int64_t request_id = -1;
   int64_t prompt_tokens = 0, prompt_done = 0, generated = 0;
+  int64_t cached_tokens = 0;  // busy: prompt tokens taken from the kept state; free: tokens the kept state holds
 };
 
 struct EngineCounters {
@@ -69,6 +76,7 @@ struct EngineCounters {
   double first_token_seconds_sum = 0.0;  // submit -> first generated token, summed
   int64_t first_token_count = 0;
   int64_t cancelled = 0;
+  int64_t cache_hits = 0, cached_prompt_tokens = 0;  // requests that reused a kept state, tokens reused
 };
 
 class Engine {
@@ -97,7 +105,8 @@ class Engine {
   struct Job;
   struct Slot;
   void run();
-  void admit(std::unique_lock<std::mutex>& lock);
+  void admit();
+  Slot* slot_for(const Job& job, size_t& reused);
   void step(Slot& slot);
   void sample_and_feed(Slot& slot);
   void finish(Slot& slot, FinishReason reason, std::string error = {});

@@ -50,7 +50,8 @@ struct Request {
   bool seed_given = false;  // else a fresh seed per request
   int64_t max_tokens = 0;   // 0: until the context is full
   std::vector<std::string> stop;
-  bool ignore_eos = false;  // benchmarks: run to max_tokens even past the end of the turn
+  bool ignore_eos = false;
+  bool cache_prompt = true;  // may start from a slot's state whose tokens begin this prompt  // benchmarks: run to max_tokens even past the end of the turn
   nlohmann::ordered_json reasoning_effort;  // null: the template's default
   int top_logprobs = -1;                    // -1: no logprobs; 0..20: logprobs with that many alternatives
 
@@ -70,6 +71,7 @@ const char* finish_reason_name(FinishReason reason);
 
 struct Usage {
   int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;  // of prompt_tokens, those a kept state already held (not recomputed)
   int64_t completion_tokens = 0;
   int64_t reasoning_tokens = 0;
   double prompt_seconds = 0.0;      // queue exit to the first generated token
