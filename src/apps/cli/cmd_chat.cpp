@@ -82,6 +82,9 @@ void ChatStream::print(const std::vector<ChatEvent>& events) {
         if (in_reasoning_ && terminal_) std::fputs(kReset, stdout);
         in_reasoning_ = false;
         break;
+      case ChatEvent::Kind::ToolCallStart:
+      case ChatEvent::Kind::ToolCallDelta:
+        break;  // this parser does not stream calls: each arrives whole as ToolCall
     }
   }
   std::fflush(stdout);
