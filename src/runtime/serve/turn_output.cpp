@@ -95,8 +95,9 @@ void TurnOutput::logprob_of(int32_t id, std::span<const float> logits) {
   pending_logprobs_.push_back(std::move(entry));
 }
 
-void TurnOutput::content(std::string text, std::vector<Event>& out) {
-  std::string shown = stop_matcher_.push(text);
+void TurnOutput::content(std::string text, std::vector<Event>& out) { emit_content(stop_matcher_.push(text), out); }
+
+void TurnOutput::emit_content(std::string shown, std::vector<Event>& out) {
   if (shown.empty() && pending_logprobs_.empty()) return;
   Event e;
   e.kind = Event::Kind::Content;
@@ -194,15 +195,7 @@ void TurnOutput::finish(std::vector<Event>& out) {
     std::vector<ChatEvent> events = parser_.finish();  // an unfinished block, a cut-off call
     handle(events, out);
   }
-  std::string rest = stop_matcher_.flush();
-  if (!rest.empty() || !pending_logprobs_.empty()) {
-    Event e;
-    e.kind = Event::Kind::Content;
-    e.text = std::move(rest);
-    e.logprobs = std::move(pending_logprobs_);
-    pending_logprobs_.clear();
-    out.push_back(std::move(e));
-  }
+  emit_content(stop_matcher_.flush(), out);  // the held tail, and logprobs not yet sent
 }
 
 }  // namespace inkling::serve

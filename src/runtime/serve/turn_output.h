@@ -51,7 +51,8 @@ class TurnOutput {
 
  private:
   void handle(std::vector<ChatEvent>& events, std::vector<Event>& out);
-  void content(std::string text, std::vector<Event>& out);
+  void content(std::string text, std::vector<Event>& out);  // through the stop strings
+  void emit_content(std::string shown, std::vector<Event>& out);
   void logprob_of(int32_t id, std::span<const float> logits);
   std::string token_string(int32_t id) const;
 
