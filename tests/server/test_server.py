@@ -238,3 +238,13 @@ def test_bad_requests_do_not_disturb_a_running_stream(server):
         assert requests.post(server.url + "/v1/chat/completions", data=data).status_code == 400
     t.join(30)
     assert results[0][0] == " ".join(["steady"] * 40)
+
+
+def test_port_in_use_is_a_clear_error(server, checkpoint):
+    import subprocess
+    from conftest import BINARY
+    r = subprocess.run([str(BINARY), "serve", "-m", str(checkpoint), "--port", str(server.port)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{server.port}" in r.stderr
+    assert server.get("/health").status_code == 200

@@ -111,6 +111,7 @@ Runner add_serve(CLI::App& app) {
     options.http_threads = 2 * args->parallel + 16;
 
     const std::string model_dir = model_or_demo(args->model);
+    if (!std::filesystem::is_directory(model_dir)) throw Error("-m " + model_dir + ": no such checkpoint directory");
     if (!std::filesystem::exists(model_dir + "/tokenizer.json")) throw Error(model_dir + " has no tokenizer.json; the server needs one");
     Tokenizer tokenizer = Tokenizer::from_dir(model_dir);
     ChatTemplate chat_template = ChatTemplate::from_dir(model_dir, args->chat_template);

@@ -268,6 +268,12 @@ struct HttpServer::Impl {
 
   void setup() {
     http.new_task_queue = [threads = options.http_threads] { return new httplib::ThreadPool(size_t(threads)); };
+    // SO_REUSEADDR only: cpp-httplib's default adds SO_REUSEPORT, which lets a second server
+    // bind the same port and silently take half of its connections.
+    http.set_socket_options([](socket_t sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
     http.set_payload_max_length(options.max_body);
     http.set_read_timeout(60, 0);
     http.set_write_timeout(60, 0);
