@@ -12,6 +12,19 @@ namespace inkling::serve {
 
 using Clock = std::chrono::steady_clock;
 
+namespace {
+
+// The last event of a request that failed before or outside its own steps.
+std::vector<Event> failed(std::string error) {
+  std::vector<Event> events(1);
+  events[0].kind = Event::Kind::Finish;
+  events[0].finish_reason = FinishReason::Error;
+  events[0].error = std::move(error);
+  return events;
+}
+
+}  // namespace
+
 bool RequestHandle::wait(std::vector<Event>& out, std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
   if (finish_taken_) return true;
@@ -49,7 +62,6 @@ struct Engine::Slot {
   std::vector<float> logits, chosen_logits;
   size_t prompt_fed = 0;
   size_t cached = 0;  // prompt tokens the kept state already held
-  bool logits_ready = false;
   std::optional<Sampler> sampler;
   std::optional<TurnOutput> output;
   std::optional<ToolCallForcer> forcer;
@@ -91,13 +103,10 @@ std::shared_ptr<RequestHandle> Engine::submit(Request request, std::vector<int32
   std::shared_ptr<RequestHandle> handle;
   {
     std::lock_guard lock(mutex_);
-    handle = std::make_shared<RequestHandle>(next_id_++, int64_t(job->prompt.size()));
+    handle = std::make_shared<RequestHandle>(next_id_++);
     job->handle = handle;
     if (!alive_) {
-      std::vector<Event> events(1);
-      events[0].kind = Event::Kind::Finish;
-      events[0].finish_reason = FinishReason::Error;
-      events[0].error = "the inference loop has stopped";
+      std::vector<Event> events = failed("the inference loop has stopped");
       handle->push(events);
       return handle;
     }
@@ -170,7 +179,6 @@ void Engine::admit() {
     if (reused == 0) s.state.reset();  // a fresh sequence at the first step
     s.prompt_fed = reused;
     s.cached = reused;
-    s.logits_ready = false;
     s.generated = 0;
     s.script.clear();
     s.script_next = 0;
@@ -219,18 +227,12 @@ void Engine::run() {
     std::lock_guard lock(mutex_);
     for (auto& slot : slots_)
       if (slot->job) {
-        std::vector<Event> events(1);
-        events[0].kind = Event::Kind::Finish;
-        events[0].finish_reason = FinishReason::Error;
-        events[0].error = std::string("the inference loop stopped: ") + e.what();
+        std::vector<Event> events = failed(std::string("the inference loop stopped: ") + e.what());
         slot->job->handle->push(events);
         slot->job.reset();
       }
     for (auto& job : queue_) {
-      std::vector<Event> events(1);
-      events[0].kind = Event::Kind::Finish;
-      events[0].finish_reason = FinishReason::Error;
-      events[0].error = "the inference loop stopped";
+      std::vector<Event> events = failed("the inference loop stopped");
       job->handle->push(events);
     }
     queue_.clear();
@@ -291,7 +293,6 @@ void Engine::step(Slot& s) {
       const bool last = s.prompt_fed + n == prompt.size();
       model_->prefill(*s.state, std::span<const int32_t>(prompt).subspan(s.prompt_fed, n), last ? s.logits.data() : nullptr);
       s.prompt_fed += n;
-      s.logits_ready = last;
       {
         std::lock_guard lock(mutex_);
         s.info.prompt_done = int64_t(s.prompt_fed);

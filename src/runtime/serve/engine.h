@@ -32,7 +32,7 @@ namespace inkling::serve {
 // One request's side of the queue: the engine pushes events, an HTTP thread waits for them.
 class RequestHandle {
  public:
-  RequestHandle(int64_t id, int64_t prompt_tokens) : id_(id), prompt_tokens_(prompt_tokens) {}
+  explicit RequestHandle(int64_t id) : id_(id) {}
   // Waits up to `timeout` for events and appends them to `out`. Returns true once the Finish
   // event is among the events handed out (nothing follows it).
   bool wait(std::vector<Event>& out, std::chrono::milliseconds timeout);
@@ -40,12 +40,11 @@ class RequestHandle {
   void cancel() { cancelled_ = true; }
   bool cancelled() const { return cancelled_; }
   int64_t id() const { return id_; }
-  int64_t prompt_tokens() const { return prompt_tokens_; }
 
   void push(std::vector<Event>& events);  // the engine's side
 
  private:
-  int64_t id_, prompt_tokens_;
+  int64_t id_;
   std::mutex mutex_;
   std::condition_variable ready_;
   std::vector<Event> events_;
