@@ -390,13 +390,9 @@ struct HttpServer::Impl {
       serve::Engine& engine = ready_engine();
       json body = parse_body(req.body);
       Prepared prepared = prepare_chat_completion(body, door_context(engine));
-      serve::Request& r = prepared.request;
-      ChatRenderOptions options;
-      if (!r.tools.empty() && r.tool_choice != serve::ToolChoice::None) options.tools = serve::template_tools(r.tools);
-      options.reasoning_effort = r.reasoning_effort;
       std::string prompt;
       try {
-        prompt = state->chat_template->render(serve::template_messages(r.messages), options);
+        prompt = serve::render_prompt(prepared.request, *state->chat_template);
       } catch (const Error& e) {
         throw bad_request(std::string("cannot build the prompt: ") + e.what(), "messages");
       }

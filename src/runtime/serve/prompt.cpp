@@ -42,12 +42,16 @@ json template_tools(const std::vector<ToolSpec>& tools) {
   return out;
 }
 
-std::vector<int32_t> encode_prompt(const Request& request, const Tokenizer& tokenizer, const ChatTemplate& chat_template) {
-  if (request.raw_prompt) return tokenizer.encode(*request.raw_prompt, /*parse_special=*/true);
+std::string render_prompt(const Request& request, const ChatTemplate& chat_template) {
   ChatRenderOptions options;
   if (!request.tools.empty() && request.tool_choice != ToolChoice::None) options.tools = template_tools(request.tools);
   options.reasoning_effort = request.reasoning_effort;
-  return chat_template.encode(tokenizer, template_messages(request.messages), options);
+  return chat_template.render(template_messages(request.messages), options);
+}
+
+std::vector<int32_t> encode_prompt(const Request& request, const Tokenizer& tokenizer, const ChatTemplate& chat_template) {
+  if (request.raw_prompt) return tokenizer.encode(*request.raw_prompt, /*parse_special=*/true);
+  return tokenizer.encode(render_prompt(request, chat_template), /*parse_special=*/true);
 }
 
 }  // namespace inkling::serve

@@ -18,6 +18,10 @@ nlohmann::ordered_json template_messages(const std::vector<Message>& messages);
 // Tools as [{type: function, function: {name, description, parameters}}].
 nlohmann::ordered_json template_tools(const std::vector<ToolSpec>& tools);
 
+// The chat prompt's text: the messages rendered through the template, tools left out when
+// tool_choice is none. Throws inkling::Error for a conversation the template rejects.
+std::string render_prompt(const Request& request, const ChatTemplate& chat_template);
+
 // The prompt's ids: the raw prompt tokenized (special-token strings parsed), or the messages
 // rendered through the template (tools left out when tool_choice is none). Throws
 // inkling::Error for a conversation the template rejects.
