@@ -248,3 +248,18 @@ def test_port_in_use_is_a_clear_error(server, checkpoint):
     assert r.returncode == 2
     assert f"cannot listen on 127.0.0.1:{server.port}" in r.stderr
     assert server.get("/health").status_code == 200
+
+
+def test_a_type_field_of_the_wrong_kind_is_400_not_500(server):
+    cases = {
+        "/v1/chat/completions": {"messages": [{"role": "user", "content": [{"type": 5, "text": "x"}]}]},
+        "/v1/messages": {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [{"type": [], "text": "x"}]}]},
+        "/v1/responses": {"input": [{"type": {"a": 1}, "role": "user", "content": "x"}]},
+    }
+    for path, body in cases.items():
+        r = server.post(path, body)
+        assert r.status_code == 400, (path, r.text)
+        assert r.json()["error"]["message"] == '"type" must be a string'
+    r = server.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                                             "tools": [{"type": 1, "function": {"name": "f"}}]})
+    assert r.status_code == 400

@@ -20,7 +20,7 @@ std::string block_text(const json& content, const std::string& where) {
   std::string out;
   for (const json& block : content) {
     if (!block.is_object()) throw bad_request(where + ": blocks must be objects", "messages");
-    std::string type = block.value("type", "");
+    std::string type = get_string(block, "type").value_or("");
     if (type == "text") out += get_string(block, "text").value_or("");
     else throw bad_request(where + ": block type \"" + type + "\" is not supported here", "messages");
   }
@@ -49,7 +49,7 @@ void read_message(const json& m, size_t index, std::vector<Message>& out) {
     const json& block = (*content)[b];
     const std::string at = where + ".content[" + std::to_string(b) + "]";
     if (!block.is_object()) throw bad_request(at + " must be an object", "messages");
-    const std::string type = block.value("type", "");
+    const std::string type = get_string(block, "type").value_or("");
     if (type == "text") {
       message.text_parts.push_back(get_string(block, "text").value_or(""));
     } else if (type == "thinking" && *role == "assistant") {
@@ -202,7 +202,7 @@ Request parse_message_request(const json& body, const DoorContext& context, bool
     for (const json& tool : *tools) {
       if (!tool.is_object()) throw bad_request("tools entries must be objects", "tools");
       // Server tools (web search, bash, ...) carry a type and no input_schema: skipped.
-      if (!tool.contains("input_schema") && tool.contains("type") && tool.value("type", "") != "custom") continue;
+      if (!tool.contains("input_schema") && tool.contains("type") && get_string(tool, "type").value_or("") != "custom") continue;
       auto name = get_string(tool, "name");
       if (!name || name->empty()) throw bad_request("tools[].name is required", "tools");
       serve::ToolSpec spec;

@@ -21,7 +21,7 @@ std::vector<std::string> text_parts(const json& content, const std::string& wher
       continue;
     }
     if (!part.is_object()) throw bad_request(where + ".content parts must be objects", "messages");
-    std::string type = part.value("type", "text");
+    std::string type = get_string(part, "type").value_or("text");
     if (type != "text" && type != "input_text" && type != "output_text")
       throw bad_request(where + ": content part type \"" + type + "\" is not supported (this server runs the text model)",
                         "messages");
@@ -84,7 +84,7 @@ void read_tools(const json& body, Request& r) {
   if (const json* tools = get_array(body, "tools")) {
     for (const json& tool : *tools) {
       if (!tool.is_object()) throw bad_request("\"tools\" entries must be objects", "tools");
-      if (tool.value("type", "function") != "function") continue;  // other tool kinds: skipped
+      if (get_string(tool, "type").value_or("function") != "function") continue;  // other tool kinds: skipped
       const json* function = get_object(tool, "function");
       if (!function) throw bad_request("a function tool needs a \"function\" object", "tools");
       auto name = get_string(*function, "name");
@@ -291,7 +291,7 @@ Prepared prepare_chat_completion(const json& body, const DoorContext& context) {
   read_effort_fields(body, r);
   read_test_script(body, context, r);
   if (const json* format = get_object(body, "response_format")) {
-    std::string type = format->value("type", "text");
+    std::string type = get_string(*format, "type").value_or("text");
     if (type != "text")
       throw bad_request("response_format \"" + type + "\" is not supported yet (structured outputs are not enforced by this build)",
                         "response_format");

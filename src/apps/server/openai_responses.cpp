@@ -16,7 +16,7 @@ std::string item_text(const json& content, const std::string& where) {
   std::string out;
   for (const json& part : content) {
     if (!part.is_object()) throw bad_request(where + ": content parts must be objects", "input");
-    std::string type = part.value("type", "input_text");
+    std::string type = get_string(part, "type").value_or("input_text");
     if (type == "input_text" || type == "output_text" || type == "text" || type == "reasoning_text" ||
         type == "summary_text")
       out += get_string(part, "text").value_or("");
@@ -42,7 +42,7 @@ void read_input(const json& input, std::vector<Message>& out) {
     const json& item = input[i];
     const std::string where = "input[" + std::to_string(i) + "]";
     if (!item.is_object()) throw bad_request(where + " must be an object", "input");
-    std::string type = item.value("type", item.contains("role") ? "message" : "");
+    std::string type = get_string(item, "type").value_or(item.contains("role") ? "message" : "");
     if (type == "message") {
       auto role = get_string(item, "role");
       if (!role || (*role != "user" && *role != "assistant" && *role != "system" && *role != "developer"))
@@ -241,7 +241,7 @@ Prepared prepare_response(const json& body, const DoorContext& context) {
   if (const json* tools = get_array(body, "tools")) {
     for (const json& tool : *tools) {
       if (!tool.is_object()) throw bad_request("\"tools\" entries must be objects", "tools");
-      if (tool.value("type", "") != "function") continue;  // web_search, local_shell, custom...: skipped
+      if (get_string(tool, "type").value_or("") != "function") continue;  // web_search, local_shell, custom...: skipped
       auto name = get_string(tool, "name");
       if (!name || name->empty()) throw bad_request("tools[].name is required for a function tool", "tools");
       serve::ToolSpec spec;
@@ -256,7 +256,7 @@ Prepared prepare_response(const json& body, const DoorContext& context) {
   if (const json* choice = field(body, "tool_choice")) {
     if (choice->is_string()) {
       r.tool_choice = tool_choice_mode(choice->get<std::string>());
-    } else if (choice->is_object() && choice->value("type", "") == "function") {
+    } else if (choice->is_object() && get_string(*choice, "type").value_or("") == "function") {
       auto name = get_string(*choice, "name");
       if (!name) throw bad_request("tool_choice.name is required", "tool_choice");
       r.tool_choice = ToolChoice::Function;
@@ -272,7 +272,7 @@ Prepared prepare_response(const json& body, const DoorContext& context) {
     if (const json* effort = field(*reasoning, "effort")) r.reasoning_effort = read_effort(*effort, "reasoning.effort");
   if (const json* text = get_object(body, "text"))
     if (const json* format = get_object(*text, "format")) {
-      std::string type = format->value("type", "text");
+      std::string type = get_string(*format, "type").value_or("text");
       if (type != "text")
         throw bad_request("text.format \"" + type + "\" is not supported yet (structured outputs are not enforced by this build)",
                           "text.format");
