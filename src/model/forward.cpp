@@ -98,10 +98,20 @@ InklingModel::InklingModel(const Checkpoint& checkpoint, RunOptions options)
   expert_row_weights_.resize(size_t(n));
 }
 
-SequenceState InklingModel::new_sequence() const {
+namespace {
+
+// Global layers grow in steps of this many positions (a re-layout copies the cache).
+constexpr int64_t kGrowthPositions = 256;
+
+}  // namespace
+
+SequenceState InklingModel::new_sequence(int64_t positions) const {
   SequenceState state;
   state.context_limit = options_.context;
   state.layers.resize(weights_.layers.size());
+  const int64_t global_capacity =
+      positions <= 0 ? options_.context
+                     : std::min(options_.context, (positions + kGrowthPositions - 1) / kGrowthPositions * kGrowthPositions);
   for (size_t i = 0; i < weights_.layers.size(); ++i) {
     const LayerSpec& s = weights_.layers[i].spec;
     LayerState& ls = state.layers[i];
@@ -111,7 +121,7 @@ SequenceState InklingModel::new_sequence() const {
     kv.head_dim = s.head_dim;
     // A ring only pays off when the window is shorter than the context.
     kv.ring = s.sliding && config_.sliding_window - 1 + options_.max_chunk < options_.context;
-    kv.capacity = kv.ring ? config_.sliding_window - 1 + options_.max_chunk : options_.context;
+    kv.capacity = kv.ring ? config_.sliding_window - 1 + options_.max_chunk : global_capacity;
     size_t bytes = size_t(kv.heads * kv.head_bytes());
     kv.keys.assign(bytes, 0);
     kv.values.assign(bytes, 0);
@@ -122,6 +132,109 @@ SequenceState InklingModel::new_sequence() const {
     ls.conv[3].assign(size_t(k * config_.hidden_size), 0.0f);
   }
   return state;
+}
+
+void InklingModel::reserve(SequenceState& state, int64_t positions) const {
+  positions = std::min(positions, options_.context);
+  for (LayerState& ls : state.layers) {
+    KvCache& kv = ls.kv;
+    if (kv.ring || kv.capacity >= positions) continue;
+    const int64_t capacity =
+        std::min(options_.context, std::max((positions + kGrowthPositions - 1) / kGrowthPositions * kGrowthPositions,
+                                            2 * kv.capacity));
+    // [heads, capacity, d]: each head's rows move to their place in the wider layout.
+    const size_t old_head = size_t(kv.head_bytes()), new_head = size_t(capacity * kv.row_bytes());
+    for (AlignedVector<uint8_t>* rows : {&kv.keys, &kv.values}) {
+      AlignedVector<uint8_t> grown(new_head * size_t(kv.heads), 0);
+      for (int64_t h = 0; h < kv.heads; ++h)
+        std::memcpy(grown.data() + size_t(h) * new_head, rows->data() + size_t(h) * old_head, old_head);
+      *rows = std::move(grown);
+    }
+    kv.capacity = capacity;
+  }
+}
+
+int64_t InklingModel::state_bytes(int64_t positions) const {
+  positions = std::min(positions, options_.context);
+  int64_t bytes = 0;
+  const int64_t elem = int64_t(dtype_size(options_.kv_dtype));
+  for (const LayerWeights& lw : weights_.layers) {
+    const LayerSpec& s = lw.spec;
+    const bool ring = s.sliding && config_.sliding_window - 1 + options_.max_chunk < options_.context;
+    const int64_t slots = ring ? config_.sliding_window - 1 + options_.max_chunk : positions;
+    bytes += 2 * slots * s.n_kv_heads * s.head_dim * elem;
+    bytes += (config_.conv_kernel - 1) * (2 * s.n_kv_heads * s.head_dim + 2 * config_.hidden_size) * 4;
+  }
+  return bytes;
+}
+
+int64_t StateSnapshot::bytes() const {
+  int64_t total = int64_t(tokens.size() * sizeof(int32_t));
+  for (const Layer& layer : layers) {
+    total += int64_t(layer.keys.size() + layer.values.size());
+    for (const auto& conv : layer.conv) total += int64_t(conv.size() * sizeof(float));
+  }
+  return total;
+}
+
+StateSnapshot InklingModel::snapshot(const SequenceState& state) const {
+  StateSnapshot snap;
+  snap.position = state.position;
+  snap.tokens = state.tokens;
+  snap.layers.resize(state.layers.size());
+  for (size_t i = 0; i < state.layers.size(); ++i) {
+    const LayerState& ls = state.layers[i];
+    const KvCache& kv = ls.kv;
+    StateSnapshot::Layer& out = snap.layers[i];
+    const bool sliding = weights_.layers[i].spec.sliding;
+    out.first = sliding ? std::max<int64_t>(0, state.position - (config_.sliding_window - 1)) : 0;
+    const int64_t count = state.position - out.first, row = kv.row_bytes();
+    out.keys.resize(size_t(kv.heads * count * row));
+    out.values.resize(out.keys.size());
+    for (int64_t h = 0; h < kv.heads; ++h)
+      for (int64_t p = out.first; p < state.position; ++p) {
+        const size_t at = size_t((h * count + p - out.first) * row);
+        std::memcpy(out.keys.data() + at, kv.keys.data() + kv.offset(h, p), size_t(row));
+        std::memcpy(out.values.data() + at, kv.values.data() + kv.offset(h, p), size_t(row));
+      }
+    for (int c = 0; c < 4; ++c) out.conv[c] = ls.conv[c];
+  }
+  return snap;
+}
+
+void InklingModel::restore(const StateSnapshot& snap, SequenceState& state) const {
+  if (snap.layers.size() != weights_.layers.size() || state.layers.size() != weights_.layers.size())
+    throw Error("state snapshot belongs to another model");
+  if (snap.position > options_.context)
+    throw Error("state snapshot of " + std::to_string(snap.position) + " tokens exceeds the context of " +
+                std::to_string(options_.context));
+  // Everything checked before anything is written: a rejected snapshot leaves the state as it was.
+  for (size_t i = 0; i < state.layers.size(); ++i) {
+    const LayerState& ls = state.layers[i];
+    const StateSnapshot::Layer& in = snap.layers[i];
+    const int64_t count = snap.position - in.first, row = ls.kv.row_bytes();
+    if (ls.kv.dtype != options_.kv_dtype || count < 0 || in.keys.size() != size_t(ls.kv.heads * count * row) ||
+        in.values.size() != in.keys.size())
+      throw Error("state snapshot does not match this model's KV layout");
+    for (int c = 0; c < 4; ++c)
+      if (in.conv[c].size() != ls.conv[c].size()) throw Error("state snapshot does not match this model's layout");
+  }
+  reserve(state, snap.position);
+  for (size_t i = 0; i < state.layers.size(); ++i) {
+    LayerState& ls = state.layers[i];
+    KvCache& kv = ls.kv;
+    const StateSnapshot::Layer& in = snap.layers[i];
+    const int64_t count = snap.position - in.first, row = kv.row_bytes();
+    for (int64_t h = 0; h < kv.heads; ++h)
+      for (int64_t p = in.first; p < snap.position; ++p) {
+        const size_t at = size_t((h * count + p - in.first) * row);
+        std::memcpy(kv.keys.data() + kv.offset(h, p), in.keys.data() + at, size_t(row));
+        std::memcpy(kv.values.data() + kv.offset(h, p), in.values.data() + at, size_t(row));
+      }
+    for (int c = 0; c < 4; ++c) ls.conv[c] = in.conv[c];
+  }
+  state.position = snap.position;
+  state.tokens = snap.tokens;
 }
 
 void InklingModel::check_tokens(const SequenceState& state, std::span<const int32_t> tokens) const {
@@ -143,7 +256,8 @@ void InklingModel::prefill(SequenceState& state, std::span<const int32_t> tokens
   for (int64_t start = 0; start < total; start += options_.max_chunk) {
     int64_t n = std::min(options_.max_chunk, total - start);
     bool last = start + n == total;
-    forward_chunk(state, tokens.data() + start, n, last ? last_logits : nullptr, false);
+    const BatchItem item{&state, tokens.subspan(size_t(start), size_t(n)), last ? last_logits : nullptr};
+    forward_step(std::span<const BatchItem>(&item, 1), nullptr);
     if (on_prefill_progress) on_prefill_progress(start + n, total);
   }
 }
@@ -154,48 +268,121 @@ void InklingModel::forward_all(SequenceState& state, std::span<const int32_t> to
   logits.resize(size_t(total * vocab_));
   for (int64_t start = 0; start < total; start += options_.max_chunk) {
     int64_t n = std::min(options_.max_chunk, total - start);
-    forward_chunk(state, tokens.data() + start, n, logits.data() + start * vocab_, true);
+    const BatchItem item{&state, tokens.subspan(size_t(start), size_t(n)), nullptr};
+    forward_step(std::span<const BatchItem>(&item, 1), logits.data() + start * vocab_);
   }
 }
 
-void InklingModel::forward_chunk(SequenceState& state, const int32_t* tokens, int64_t n, float* logits,
-                                 bool all_logits) {
+void InklingModel::forward_batch(std::span<const BatchItem> items) {
+  if (items.empty()) return;
+  int64_t rows = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const BatchItem& item = items[i];
+    if (!item.state) throw Error("batched step: item " + std::to_string(i) + " has no sequence state");
+    for (size_t j = 0; j < i; ++j)
+      if (items[j].state == item.state)
+        throw Error("batched step: items " + std::to_string(j) + " and " + std::to_string(i) +
+                    " feed the same sequence");
+    check_tokens(*item.state, item.tokens);
+    rows += int64_t(item.tokens.size());
+  }
+  if (rows > options_.max_chunk)
+    throw Error("batched step: " + std::to_string(rows) + " tokens exceed the step budget of " +
+                std::to_string(options_.max_chunk));
+  forward_step(items, nullptr);
+}
+
+void InklingModel::forward_step(std::span<const BatchItem> items, float* all_logits) {
   const TextConfig& c = config_;
   kernels::set_matmul_precision(options_.fast ? kernels::MatmulPrecision::Bf16Activations
                                               : kernels::MatmulPrecision::Exact);
   const int64_t h = c.hidden_size;
-  for (int64_t t = 0; t < n; ++t) {
-    dequantize_row(weights_.embed, tokens[t], x_.data() + t * h);
-    if (c.use_embed_norm) rms_norm(x_.data() + t * h, embed_norm_.data(), h, c.rms_norm_eps, x_.data() + t * h);
-  }
+  for (const BatchItem& item : items) reserve(*item.state, item.state->position + int64_t(item.tokens.size()));
+  int64_t rows = 0;
+  for (const BatchItem& item : items)
+    for (int32_t token : item.tokens) {
+      float* x = x_.data() + rows++ * h;
+      dequantize_row(weights_.embed, token, x);
+      if (c.use_embed_norm) rms_norm(x, embed_norm_.data(), h, c.rms_norm_eps, x);
+    }
+  // The convolutions carry state from token to token of one sequence: run per item on its rows.
+  auto per_item_conv = [&](float* u, int conv, const std::vector<float>& taps, size_t layer) {
+    int64_t row0 = 0;
+    for (const BatchItem& item : items) {
+      const int64_t n = int64_t(item.tokens.size());
+      float* x = x_.data() + row0 * h;
+      short_conv(u + row0 * h, n, h, taps.data(), c.conv_kernel, item.state->layers[layer].conv[conv].data(), x, x);
+      row0 += n;
+    }
+  };
   for (size_t layer = 0; layer < weights_.layers.size(); ++layer) {
     const LayerVectors& lv = vectors_[layer];
-    LayerState& ls = state.layers[layer];
-    for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * h, lv.attn_norm.data(), h, c.rms_norm_eps, h_.data() + t * h);
-    attention(int(layer), state, n);  // reads h_, writes a_
-    short_conv(a_.data(), n, h, lv.attn_conv.data(), c.conv_kernel, ls.conv[2].data(), x_.data(), x_.data());
-    for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * h, lv.mlp_norm.data(), h, c.rms_norm_eps, h_.data() + t * h);
-    mlp(int(layer), n);  // reads h_, writes m_
-    short_conv(m_.data(), n, h, lv.mlp_conv.data(), c.conv_kernel, ls.conv[3].data(), x_.data(), x_.data());
+    for (int64_t t = 0; t < rows; ++t) rms_norm(x_.data() + t * h, lv.attn_norm.data(), h, c.rms_norm_eps, h_.data() + t * h);
+    attention(int(layer), items, rows);  // reads h_, writes a_
+    per_item_conv(a_.data(), 2, lv.attn_conv, layer);
+    for (int64_t t = 0; t < rows; ++t) rms_norm(x_.data() + t * h, lv.mlp_norm.data(), h, c.rms_norm_eps, h_.data() + t * h);
+    mlp(int(layer), rows);  // reads h_, writes m_
+    per_item_conv(m_.data(), 3, lv.mlp_conv, layer);
   }
-  for (int32_t i = 0; i < n; ++i) state.tokens.push_back(tokens[i]);
-  state.position += n;
-  if (!logits) return;
+  for (const BatchItem& item : items) {
+    item.state->tokens.insert(item.state->tokens.end(), item.tokens.begin(), item.tokens.end());
+    item.state->position += int64_t(item.tokens.size());
+  }
+  // The head, only for the rows that sample: all of a single item's, or each item's last.
+  std::vector<float*> outputs;
+  int64_t count = 0, row0 = 0;
+  auto take_row = [&](int64_t row) {
+    float* out = h_.data() + count++ * h;
+    rms_norm(x_.data() + row * h, final_norm_.data(), h, c.rms_norm_eps, out);
+    const float inv_mup = 1.0f / c.mup_width_multiplier;
+    for (int64_t i = 0; i < h; ++i) out[i] *= inv_mup;
+  };
+  for (const BatchItem& item : items) {
+    const int64_t n = int64_t(item.tokens.size());
+    if (all_logits) {
+      for (int64_t t = 0; t < n; ++t) take_row(row0 + t);
+    } else if (item.logits) {
+      take_row(row0 + n - 1);
+      outputs.push_back(item.logits);
+    }
+    row0 += n;
+  }
+  if (count == 0) return;
   WeightMatrix head = weights_.lm_head;
   head.rows = vocab_;  // the padded rows are never produced
-  float inv_mup = 1.0f / c.mup_width_multiplier;
-  int64_t first = all_logits ? 0 : n - 1;
-  int64_t count = n - first;
-  for (int64_t t = first; t < n; ++t) {
-    float* out = h_.data() + (t - first) * h;
-    rms_norm(x_.data() + t * h, final_norm_.data(), h, c.rms_norm_eps, out);
-    for (int64_t i = 0; i < h; ++i) out[i] *= inv_mup;
-  }
-  if (count == 1) kernels::matvec(head, h_.data(), logits);
-  else kernels::matmul(head, h_.data(), count, logits);
+  if (all_logits) return kernels::matmul(head, h_.data(), count, all_logits);
+  if (count == 1) return kernels::matvec(head, h_.data(), outputs[0]);
+  head_logits_.resize(size_t(count * vocab_));
+  kernels::matmul(head, h_.data(), count, head_logits_.data());
+  for (int64_t i = 0; i < count; ++i)
+    std::memcpy(outputs[size_t(i)], head_logits_.data() + i * vocab_, size_t(vocab_) * sizeof(float));
 }
 
-void InklingModel::attention(int layer, SequenceState& state, int64_t n) {
+void InklingModel::attention(int layer, std::span<const BatchItem> items, int64_t rows) {
+  const LayerWeights& lw = weights_.layers[size_t(layer)];
+  if (rows == 1) {  // decode: the four projections of one x in one pass over their weights
+    const kernels::MatvecProduct projections[] = {{&lw.attn.q, h_.data(), q_.data()},
+                                                  {&lw.attn.k, h_.data(), k_.data()},
+                                                  {&lw.attn.v, h_.data(), v_.data()},
+                                                  {&lw.attn.r, h_.data(), r_.data()}};
+    kernels::matvec_batch(projections);
+  } else {
+    kernels::matmul(lw.attn.q, h_.data(), rows, q_.data());
+    kernels::matmul(lw.attn.k, h_.data(), rows, k_.data());
+    kernels::matmul(lw.attn.v, h_.data(), rows, v_.data());
+    kernels::matmul(lw.attn.r, h_.data(), rows, r_.data());
+  }
+  int64_t row0 = 0;
+  for (const BatchItem& item : items) {
+    attend_sequence(layer, *item.state, row0, int64_t(item.tokens.size()));
+    row0 += int64_t(item.tokens.size());
+  }
+  kernels::matmul(lw.attn.o, attn_out_.data(), rows, a_.data());
+}
+
+// Rows row0 .. row0 + n of q_ / k_ / v_ / r_ are one sequence's next n tokens: their convolution
+// and norms, the KV store, and attention into the same rows of attn_out_.
+void InklingModel::attend_sequence(int layer, SequenceState& state, int64_t row0, int64_t n) {
   const TextConfig& c = config_;
   const LayerWeights& lw = weights_.layers[size_t(layer)];
   const LayerVectors& lv = vectors_[size_t(layer)];
@@ -204,32 +391,25 @@ void InklingModel::attention(int layer, SequenceState& state, int64_t n) {
   const int64_t d = s.head_dim, nh = s.n_heads, nkv = s.n_kv_heads, dr = c.d_rel, extent = s.rel_extent;
   const int64_t qd = nh * d, kvd = nkv * d;
   const int64_t pos0 = state.position;
-  if (n == 1) {  // decode: the four projections of one x in one pass over their weights
-    const kernels::MatvecProduct projections[] = {{&lw.attn.q, h_.data(), q_.data()},
-                                                  {&lw.attn.k, h_.data(), k_.data()},
-                                                  {&lw.attn.v, h_.data(), v_.data()},
-                                                  {&lw.attn.r, h_.data(), r_.data()}};
-    kernels::matvec_batch(projections);
-  } else {
-    kernels::matmul(lw.attn.q, h_.data(), n, q_.data());
-    kernels::matmul(lw.attn.k, h_.data(), n, k_.data());
-    kernels::matmul(lw.attn.v, h_.data(), n, v_.data());
-    kernels::matmul(lw.attn.r, h_.data(), n, r_.data());
-  }
-  short_conv(k_.data(), n, kvd, lv.k_conv.data(), c.conv_kernel, ls.conv[0].data(), nullptr, k_.data());
-  short_conv(v_.data(), n, kvd, lv.v_conv.data(), c.conv_kernel, ls.conv[1].data(), nullptr, v_.data());
+  float* const q_rows = q_.data() + row0 * qd;
+  float* const k_rows = k_.data() + row0 * kvd;
+  float* const v_rows = v_.data() + row0 * kvd;
+  const float* const r_rows = r_.data() + row0 * nh * dr;
+  float* const out_rows = attn_out_.data() + row0 * qd;
+  short_conv(k_rows, n, kvd, lv.k_conv.data(), c.conv_kernel, ls.conv[0].data(), nullptr, k_rows);
+  short_conv(v_rows, n, kvd, lv.v_conv.data(), c.conv_kernel, ls.conv[1].data(), nullptr, v_rows);
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t g = 0; g < nkv; ++g) {
-      float* kh = k_.data() + t * kvd + g * d;
+      float* kh = k_rows + t * kvd + g * d;
       rms_norm(kh, lv.k_norm.data(), d, c.rms_norm_eps, kh);
     }
     for (int64_t hd = 0; hd < nh; ++hd) {
-      float* qh = q_.data() + t * qd + hd * d;
+      float* qh = q_rows + t * qd + hd * d;
       rms_norm(qh, lv.q_norm.data(), d, c.rms_norm_eps, qh);
     }
     for (int64_t g = 0; g < nkv; ++g) {
-      store_kv(ls.kv.key_row(g, pos0 + t), k_.data() + t * kvd + g * d, d, ls.kv.dtype);
-      store_kv(ls.kv.value_row(g, pos0 + t), v_.data() + t * kvd + g * d, d, ls.kv.dtype);
+      store_kv(ls.kv.key_row(g, pos0 + t), k_rows + t * kvd + g * d, d, ls.kv.dtype);
+      store_kv(ls.kv.value_row(g, pos0 + t), v_rows + t * kvd + g * d, d, ls.kv.dtype);
     }
   }
   const bool global_tau = !s.sliding && c.log_scaling_n_floor.has_value();
@@ -274,12 +454,12 @@ void InklingModel::attention(int layer, SequenceState& state, int64_t n) {
       const int64_t head = kv_head * group;
       kernels::parallel_for(n, threads, [&](int64_t t, int thread) {
         const int64_t p = pos0 + t, lo = window_start(p);
-        attend_kv_group_transposed(group, q_.data() + t * qd + head * d, r_.data() + t * nh * dr + head * dr,
+        attend_kv_group_transposed(group, q_rows + t * qd + head * d, r_rows + t * nh * dr + head * dr,
                                    lv.rel_proj.data(), d, dr, extent, tau_at(p), inv_d, lo, p,
                                    keys_t_.data() + (lo - first), ld, view,
                                    bias_by_dist_.data() + size_t(thread) * size_t(extent),
                                    attention_scores_.data() + size_t(thread) * scores_per_thread,
-                                   attn_out_.data() + t * qd + head * d);
+                                   out_rows + t * qd + head * d);
       });
     }
   } else {
@@ -287,12 +467,11 @@ void InklingModel::attention(int layer, SequenceState& state, int64_t n) {
       float* scores = attention_scores_.data() + size_t(thread) * scores_per_thread;
       const int64_t t = item / nkv, kv_head = item % nkv, head = kv_head * group;
       const int64_t p = pos0 + t;
-      attend_kv_group(group, q_.data() + t * qd + head * d, r_.data() + t * nh * dr + head * dr,
+      attend_kv_group(group, q_rows + t * qd + head * d, r_rows + t * nh * dr + head * dr,
                       lv.rel_proj.data(), d, dr, extent, tau_at(p), inv_d, window_start(p), p, head_view(kv_head),
-                      scores, attn_out_.data() + t * qd + head * d);
+                      scores, out_rows + t * qd + head * d);
     });
   }
-  kernels::matmul(lw.attn.o, attn_out_.data(), n, a_.data());
 }
 
 void InklingModel::mlp(int layer, int64_t n) {

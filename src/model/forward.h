@@ -21,16 +21,43 @@ struct RunOptions {
   bool fast = false;
 };
 
+// One sequence's share of a batched step (InklingModel::forward_batch).
+struct BatchItem {
+  SequenceState* state = nullptr;
+  std::span<const int32_t> tokens;  // fed this step: a decode token or a prefill chunk
+  float* logits = nullptr;          // the last token's logits [unpadded_vocab], or null for none
+};
+
 class InklingModel {
  public:
   InklingModel(const Checkpoint& checkpoint, RunOptions options);
 
-  SequenceState new_sequence() const;
+  // A state with room for `positions` tokens in its global layers (0: the whole context); it
+  // grows as it is fed (reserve), up to the context.
+  SequenceState new_sequence(int64_t positions = 0) const;
+  // Grows the global layers' caches to hold `positions` tokens (capped at the context). Keeps
+  // what they hold; a no-op when they are big enough.
+  void reserve(SequenceState& state, int64_t positions) const;
+  // Bytes of KV cache and convolution state a sequence of `positions` tokens occupies.
+  int64_t state_bytes(int64_t positions) const;
+  // The state at its current position, as small as exactness allows (StateSnapshot), and back:
+  // restore makes `state` (any state of this model, reused) continue exactly as the snapshotted
+  // one would.
+  StateSnapshot snapshot(const SequenceState& state) const;
+  void restore(const StateSnapshot& snapshot, SequenceState& state) const;
   // Feeds `tokens` (chunked internally) and writes the logits of the last token
   // ([unpadded_vocab]) into last_logits when it is non-null.
   void prefill(SequenceState& state, std::span<const int32_t> tokens, float* last_logits);
   // Feeds tokens and returns logits for every one of them ([tokens, unpadded_vocab]).
   void forward_all(SequenceState& state, std::span<const int32_t> tokens, std::vector<float>& logits);
+  // One step over several sequences at once: every item's tokens go through one forward call, so
+  // the projections, MLPs, experts and head read their weights once for all of them; attention,
+  // the convolution states and the KV cache stay per sequence. Each sequence gets what it would
+  // get alone. At most max_chunk tokens in all; the states must be distinct. Throws (and changes
+  // no state) when an item is invalid.
+  void forward_batch(std::span<const BatchItem> items);
+  // Tokens one forward call may take (the prefill chunk; the batch budget of a step).
+  int64_t max_step_tokens() const { return options_.max_chunk; }
 
   int64_t vocab() const { return vocab_; }
   const TextConfig& config() const { return config_; }
@@ -42,8 +69,12 @@ class InklingModel {
 
  private:
   void check_tokens(const SequenceState& state, std::span<const int32_t> tokens) const;
-  void forward_chunk(SequenceState& state, const int32_t* tokens, int64_t n, float* logits, bool all_logits);
-  void attention(int layer, SequenceState& state, int64_t n);
+  // The step over items (rows of the activations in item order). all_logits: a single item's
+  // logits for every token ([n, vocab]) instead of each item's last.
+  void forward_step(std::span<const BatchItem> items, float* all_logits);
+  // Projections over all `rows` of the step, then attention per item.
+  void attention(int layer, std::span<const BatchItem> items, int64_t rows);
+  void attend_sequence(int layer, SequenceState& state, int64_t row0, int64_t n);
   void mlp(int layer, int64_t n);
   void moe_decode(const MlpWeights& mw);
 
@@ -71,6 +102,7 @@ class InklingModel {
   std::vector<float> routing_weights_;   // [chunk, k + shared]
   std::vector<int64_t> expert_rows_;     // tokens routed to the expert being computed
   std::vector<float> expert_row_weights_;
+  AlignedVector<float> head_logits_;     // [items that sample, vocab] when more than one does
 };
 
 // RMSNorm over `n` values: x * rsqrt(mean(x^2) + eps) * weight (f32 math, no +1 offset).

@@ -50,4 +50,20 @@ struct SequenceState {
   std::vector<int32_t> tokens;  // every token fed, for penalties and inspection
 };
 
+// What a sequence needs to go on exactly from `position`: the four convolution states of every
+// layer, every key and value of the global layers, and only the last window - 1 of the sliding
+// ones (the next query reaches no further back). A prefix restored without the convolution
+// states, or without the ring, would give silently different logits.
+struct StateSnapshot {
+  struct Layer {
+    int64_t first = 0;                    // first position whose rows are held
+    std::vector<uint8_t> keys, values;    // [heads, position - first, head_dim] in the cache dtype
+    std::vector<float> conv[4];
+  };
+  int64_t position = 0;
+  std::vector<int32_t> tokens;  // the tokens that led here
+  std::vector<Layer> layers;
+  int64_t bytes() const;
+};
+
 }  // namespace inkling
