@@ -1,6 +1,7 @@
 // Kernel micro-benchmarks: decode matvec per weight format at the bench preset's shapes (bytes/s
 // against this machine's streaming read bandwidth), prefill matmul at n = 512 (GFLOP/s against
-// the FMA peak), and the two machine probes. INKLING_ISA=scalar|avx2|avx512 picks the path.
+// the FMA peak), decode batches (matmul / swiglu_matmul of n = 1..32 tokens, hot and cold), and the
+// two machine probes. INKLING_ISA=scalar|avx2|avx512 picks the path.
 //
 //   bench_kernels --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
@@ -219,6 +220,54 @@ void BM_Matmul(benchmark::State& state, Spec spec, int64_t rows, int64_t cols,
   inkling::kernels::set_matmul_precision(saved);
 }
 
+// A decode batch: n tokens (one per sequence) against one matrix. Hot, the one matrix stays in
+// cache (the arithmetic alone); cold cycles through copies of it as BM_Matvec does, so each step
+// streams the matrix from memory once for all n tokens. n = 1 is the matvec.
+void BM_MatmulBatch(benchmark::State& state, Spec spec, int64_t rows, int64_t cols, bool cold) {
+  const int64_t n = state.range(0);
+  auto copies = cold ? make_copies(spec, rows, cols) : std::vector<std::unique_ptr<BenchMatrix>>{};
+  if (!cold) copies.push_back(std::make_unique<BenchMatrix>(spec, rows, cols, 1));
+  std::vector<float> x(size_t(n * cols)), y(size_t(n * rows));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.01f * float(int(i % 97) - 48);
+  size_t next = 0;
+  for (auto _ : state) {
+    inkling::kernels::matmul(copies[next]->w, x.data(), n, y.data());
+    benchmark::DoNotOptimize(y.data());
+    next = (next + 1) % copies.size();
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * copies[0]->w.bytes_read());
+  set_label(state);
+}
+
+// swiglu_matmul of n tokens on an interleaved w13 [2 * rows, cols] (a routed expert's gate and up
+// for the n sequences that chose it), cold as BM_SwigluMatvec.
+void BM_SwigluBatch(benchmark::State& state, Spec spec, int64_t rows, int64_t cols) {
+  const int64_t n = state.range(0);
+  auto copies = make_copies(spec, 2 * rows, cols);
+  std::vector<float> x(size_t(n * cols)), y(size_t(n * rows));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.01f * float(int(i % 97) - 48);
+  size_t next = 0;
+  for (auto _ : state) {
+    WeightMatrix gate = copies[next]->w, up = gate;
+    gate.rows = up.rows = rows;
+    gate.row_stride = up.row_stride = 2 * gate.row_stride;
+    up.data += copies[next]->w.row_stride;
+    if (up.scales) {
+      gate.scales_row_stride = up.scales_row_stride = 2 * gate.scales_row_stride;
+      up.scales += copies[next]->w.scales_row_stride;
+    }
+    if (up.biases) {
+      gate.biases_row_stride = up.biases_row_stride = 2 * gate.biases_row_stride;
+      up.biases += copies[next]->w.biases_row_stride;
+    }
+    inkling::kernels::swiglu_matmul(gate, up, x.data(), n, y.data());
+    benchmark::DoNotOptimize(y.data());
+    next = (next + 1) % copies.size();
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * copies[0]->w.bytes_read());
+  set_label(state);
+}
+
 // The roofline for decode: the probe `inkling bench` uses (prefetched streaming sum, huge pages),
 // over 1 GiB on the kernel threads.
 void BM_ReadBandwidth(benchmark::State& state) {
@@ -235,6 +284,21 @@ void BM_FmaPeak(benchmark::State& state) {
   state.counters["GFLOPS"] = gflops;
   set_label(state);
 }
+
+// Sets the matmul precision for one benchmark run.
+class PrecisionScope {
+ public:
+  explicit PrecisionScope(inkling::kernels::MatmulPrecision precision)
+      : saved_(inkling::kernels::matmul_precision()) {
+    inkling::kernels::set_matmul_precision(precision);
+  }
+  ~PrecisionScope() { inkling::kernels::set_matmul_precision(saved_); }
+  PrecisionScope(const PrecisionScope&) = delete;
+  PrecisionScope& operator=(const PrecisionScope&) = delete;
+
+ private:
+  inkling::kernels::MatmulPrecision saved_;
+};
 
 const Spec kF32{WeightFormat::F32}, kBf16{WeightFormat::BF16}, kF16{WeightFormat::F16};
 const Spec kQ4{WeightFormat::Affine, 4, 64}, kQ8{WeightFormat::Affine, 8, 64};
@@ -292,6 +356,33 @@ void register_all() {
           ->Arg(512)
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
+  // Decode batches: n tokens of different sequences against one matrix, in the default
+  // precision (matmul_batch_exact/: MatmulPrecision::Exact); n = 1 is the matvec. Hot: the
+  // compute side of a batched step; cold: the matrix streamed from memory, as in decode.
+  for (MatmulPrecision precision : {MatmulPrecision::Bf16Activations, MatmulPrecision::Exact})
+    for (const auto& f : formats)
+      for (bool cold : {false, true}) {
+        const std::string prefix = precision == MatmulPrecision::Exact ? "matmul_batch_exact/" : "matmul_batch/";
+        benchmark::RegisterBenchmark((prefix + f.name + "/2048x2048" + (cold ? "/cold" : "/hot")).c_str(),
+                                     [spec = f.spec, precision, cold](benchmark::State& st) {
+                                       PrecisionScope scope(precision);
+                                       BM_MatmulBatch(st, spec, 2048, 2048, cold);
+                                     })
+            ->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Arg(32)
+            ->UseRealTime();
+      }
+  for (MatmulPrecision precision : {MatmulPrecision::Bf16Activations, MatmulPrecision::Exact})
+    for (const auto& f : formats)
+      benchmark::RegisterBenchmark(
+          (std::string(precision == MatmulPrecision::Exact ? "swiglu_batch_exact/" : "swiglu_batch/") + f.name +
+           "/expert_1024x2048")
+              .c_str(),
+          [spec = f.spec, precision](benchmark::State& st) {
+            PrecisionScope scope(precision);
+            BM_SwigluBatch(st, spec, 1024, 2048);
+          })
+          ->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)
+          ->UseRealTime();
   benchmark::RegisterBenchmark("machine/read_bandwidth_1GiB", BM_ReadBandwidth)
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
