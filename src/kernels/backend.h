@@ -63,6 +63,14 @@ bool quantize_q8_scalar(const float* x, int64_t chunks, int parts, const Q8Buffe
 // Lanes whose largest |x| is below this are quantized as zeros (see quantize_q8_scalar).
 inline constexpr float kQ8SmallestLaneMax = 0x1p-100f;
 
+using MatvecRowsFn = void (*)(const WeightMatrix& w, const PreparedX& x, int64_t row_begin, int64_t row_end,
+                              float* y);
+
+// matvec_rows_multi for the kernels without a multi-token form: `rows` for each token in turn,
+// over blocks of rows small enough to stay in cache from one token to the next (linear.cpp).
+void matvec_rows_each_token(MatvecRowsFn rows, const WeightMatrix& w, const PreparedX* xs, int n,
+                            int64_t row_begin, int64_t row_end, float* y, int64_t ldy);
+
 struct Backend {
   Isa isa;
   int nibble_chunk;  // columns per 4-bit unpack step (0: x_split not needed)
@@ -71,6 +79,12 @@ struct Backend {
   // y[r - row_begin] = W[r] . x for r in [row_begin, row_end).
   void (*matvec_rows)(const WeightMatrix& w, const PreparedX& x, int64_t row_begin,
                       int64_t row_end, float* y);
+  // A decode batch: y[t * ldy + r - row_begin] = W[r] . xs[t] for t < n, r in [row_begin,
+  // row_end), each token's values bit for bit those matvec_rows gives it alone (a sequence in a
+  // batched step gets what it would get on its own), with each row read from memory once for all
+  // n tokens.
+  void (*matvec_rows_multi)(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin,
+                            int64_t row_end, float* y, int64_t ldy);
   // y[t * ldy + r - row_begin] = W[r] . x[t] for t < n, r in [row_begin, row_end).
   void (*matmul_rows)(const WeightMatrix& w, const float* x, int64_t n, int64_t row_begin,
                       int64_t row_end, float* y, int64_t ldy);

@@ -41,17 +41,13 @@ bool fast_precision() {
 
 bool fast_mode(const Backend& backend) { return backend.isa == Isa::Avx512 && fast_precision(); }
 
-// The Bf16Activations prefill applies from this many tokens (below, rounding X costs more
-// than the faster tile saves).
-constexpr int64_t kBf16MinTokens = 4;
-
-// f32 / f16 weights stay on the f32 path: rounding both them and X to bf16 would exceed the
-// 1e-2 budget, and no large matrix of the models is stored that way.
-bool use_bf16_matmul(const Backend& backend, const WeightMatrix& w, int64_t n) {
+// The Bf16Activations prefill (decode batches, up to kDecodeBatchMaxTokens, take the matvec
+// kernels instead). f32 / f16 weights stay on the f32 path: rounding both them and X to bf16
+// would exceed the 1e-2 budget, and no large matrix of the models is stored that way.
+bool use_bf16_matmul(const Backend& backend, const WeightMatrix& w) {
   const bool format_ok = w.format == WeightFormat::BF16 || w.format == WeightFormat::NvFp4 ||
                          w.format == WeightFormat::Affine;
-  return format_ok && n >= kBf16MinTokens && fast_mode(backend) &&
-         detail::cpu_has_avx512_bf16();
+  return format_ok && fast_mode(backend) && detail::cpu_has_avx512_bf16();
 }
 
 // X rounded to bf16 for one call; kept between calls to reuse the allocation.
@@ -464,6 +460,72 @@ void swiglu_rows(const Backend& backend, const WeightMatrix& gate, const WeightM
   }
 }
 
+// A decode batch of n tokens (n <= kDecodeBatchMaxTokens) against w: each token's x prepared as
+// matvec prepares it, the rows split by bytes as matvec splits them, and every chunk of rows
+// computed for all n tokens while it is in cache.
+void matmul_decode_batch(const Backend& backend, const WeightMatrix& w, const float* x, int64_t n, float* y) {
+  auto matrix = [&](size_t) -> const WeightMatrix& { return w; };
+  const std::vector<PreparedX> prepared = prepare_batch(
+      size_t(n), matrix, [&](size_t t) { return x + int64_t(t) * w.cols; }, backend, 0);
+  const RowChunks split = row_chunks(1, matrix, threads_for(w, n));
+  parallel_for_shares(split.share_starts, [&](int64_t item, int) {
+    const RowChunk& c = split.chunks[size_t(item)];
+    backend.matvec_rows_multi(w, prepared.data(), int(n), c.begin, c.end, y + c.begin, w.rows);
+  });
+}
+
+// out[t * gate.rows + r] = silu(gate[r] . x[t]) * (up[r] . x[t]) for r in [begin, end), t < n:
+// swiglu_rows for a decode batch, the same products combined the same way. A fused w13 is read
+// as one matrix, in order; separate gate and up alternate per block of rows.
+void swiglu_rows_multi(const Backend& backend, const WeightMatrix& gate, const WeightMatrix& up,
+                       const PreparedX* gate_x, const PreparedX* up_x, int n, int64_t begin, int64_t end,
+                       float* out) {
+  constexpr int64_t kBlock = 256;
+  thread_local std::vector<float> products;  // [n, 2 kBlock]: gate and up outputs of one block
+  products.resize(size_t(n) * 2 * kBlock);
+  float* both = products.data();
+  WeightMatrix w13;
+  const bool fused = fused_w13(gate, up, w13);
+  for (int64_t r = begin; r < end; r += kBlock) {
+    const int64_t m = std::min(kBlock, end - r);
+    if (fused) {
+      // Row 2 i of the block is gate, 2 i + 1 up: token t's pairs at both + t * 2 m.
+      backend.matvec_rows_multi(w13, gate_x, n, 2 * r, 2 * (r + m), both, 2 * m);
+      for (int t = 0; t < n; ++t) {
+        const float* pairs = both + t * 2 * m;
+        float* row = out + t * gate.rows + r;
+        for (int64_t i = 0; i < m; ++i) row[i] = silu(pairs[2 * i]) * pairs[2 * i + 1];
+      }
+    } else {
+      // Gate outputs [n, m], then up outputs [n, m].
+      float* up_out = both + int64_t(n) * m;
+      backend.matvec_rows_multi(gate, gate_x, n, r, r + m, both, m);
+      backend.matvec_rows_multi(up, up_x, n, r, r + m, up_out, m);
+      for (int t = 0; t < n; ++t) {
+        float* row = out + t * gate.rows + r;
+        for (int64_t i = 0; i < m; ++i) row[i] = silu(both[t * m + i]) * up_out[t * m + i];
+      }
+    }
+  }
+}
+
+// swiglu_matmul of a decode batch: swiglu_matvec's preparation (an up on the same x as its gate
+// shares the gate's) and split, all n tokens per chunk of rows.
+void swiglu_decode_batch(const Backend& backend, const WeightMatrix& gate, const WeightMatrix& up, const float* x,
+                         int64_t n, float* out) {
+  const size_t count = size_t(n);
+  const std::vector<PreparedX> prepared = prepare_batch(
+      2 * count, [&](size_t i) -> const WeightMatrix& { return i < count ? gate : up; },
+      [&](size_t i) { return x + int64_t(i % count) * gate.cols; }, backend, 0);
+  const int threads = threads_for_bytes((gate.bytes_read() + up.bytes_read()) * n, gate.rows);
+  // Chunks are sized by the gate's bytes: each also reads as many bytes of up.
+  const RowChunks split = row_chunks(1, [&](size_t) -> const WeightMatrix& { return gate; }, threads);
+  parallel_for_shares(split.share_starts, [&](int64_t item, int) {
+    const RowChunk& c = split.chunks[size_t(item)];
+    swiglu_rows_multi(backend, gate, up, prepared.data(), prepared.data() + count, int(n), c.begin, c.end, out);
+  });
+}
+
 }  // namespace
 
 void set_matmul_precision(MatmulPrecision precision) { precision_setting().store(precision); }
@@ -504,8 +566,9 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
   check(w, "matmul");
   if (n <= 0) return;
   const Backend& backend = active_backend();
+  if (n <= kDecodeBatchMaxTokens) return matmul_decode_batch(backend, w, x, n, y);
   const int threads = threads_for(w, n);
-  const uint16_t* x_bf16 = use_bf16_matmul(backend, w, n) ? round_to_bf16(x, n, w.cols) : nullptr;
+  const uint16_t* x_bf16 = use_bf16_matmul(backend, w) ? round_to_bf16(x, n, w.cols) : nullptr;
   parallel_run(threads, [&](int thread, int count) {
     const RowRange range = row_range(w.rows, thread, count, backend.matmul_row_block);
     if (range.end > range.begin) {
@@ -560,9 +623,10 @@ void swiglu_matmul(const WeightMatrix& gate, const WeightMatrix& up, const float
   check_pair(gate, up);
   if (n <= 0) return;
   const Backend& backend = active_backend();
+  if (n <= kDecodeBatchMaxTokens) return swiglu_decode_batch(backend, gate, up, x, n, out);
   const int threads = threads_for(gate, 2 * n);
   const uint16_t* x_bf16 =
-      use_bf16_matmul(backend, gate, n) ? round_to_bf16(x, n, gate.cols) : nullptr;
+      use_bf16_matmul(backend, gate) ? round_to_bf16(x, n, gate.cols) : nullptr;
   // A 4-bit interleaved w13 (NVFP4, MLX copied into memory) is read as the one matrix it is, in
   // order: gate rows and then up rows, each at twice the row stride, read every line twice (each
   // pass brings in the other's rows). pp512 --fast, alternating builds, 3 pairs: NVFP4 +1-4%,
@@ -611,5 +675,21 @@ void swiglu_matmul(const WeightMatrix& gate, const WeightMatrix& up, const float
     }
   });
 }
+
+namespace detail {
+
+// Blocks of ~16 KiB of weights: they stay in L1 / L2 while every token takes its turn.
+void matvec_rows_each_token(MatvecRowsFn rows, const WeightMatrix& w, const PreparedX* xs, int n,
+                            int64_t row_begin, int64_t row_end, float* y, int64_t ldy) {
+  constexpr int64_t kBlockBytes = 16 << 10;
+  const int64_t row_bytes = std::max<int64_t>(1, w.bytes_read() / std::max<int64_t>(1, w.rows));
+  const int64_t block = std::max<int64_t>(1, kBlockBytes / row_bytes);
+  for (int64_t begin = row_begin; begin < row_end; begin += block) {
+    const int64_t end = std::min(row_end, begin + block);
+    for (int t = 0; t < n; ++t) rows(w, xs[t], begin, end, y + t * ldy + (begin - row_begin));
+  }
+}
+
+}  // namespace detail
 
 }  // namespace inkling::kernels

@@ -12,8 +12,8 @@ namespace inkling::kernels {
 
 // How the AVX-512 paths may trade activation precision for speed.
 //  Exact: activations stay f32 everywhere (max error ~2e-5 of the output RMS).
-//  Bf16Activations (default): matmul / swiglu_matmul with n >= 4 round X to bf16 and use
-//    vdpbf16ps (CPUs with AVX512_BF16; ~2e-3 RMS, < 1.5e-2 worst, of the output RMS), bf16
+//  Bf16Activations (default): prefill matmul / swiglu_matmul (n > kDecodeBatchMaxTokens) round
+//    X to bf16 and use vdpbf16ps (CPUs with AVX512_BF16; ~2e-3 RMS, < 1.5e-2 worst, of the output RMS), bf16
 //    matvecs do the same with x, and the 4-bit matvecs quantize x to int8 per 8 columns for VNNI
 //    (CPUs with AVX512_VNNI; ~4e-3 RMS). Elsewhere both modes compute the same thing.
 // INKLING_EXACT=1 in the environment selects Exact at start-up.
@@ -33,6 +33,12 @@ struct MatvecProduct {
   float* y;
 };
 void matvec_batch(std::span<const MatvecProduct> products);
+
+// Up to this many tokens, matmul and swiglu_matmul are a decode batch (one token each of several
+// sequences): row t of the result is bit for bit what matvec / swiglu_matvec give for X[t] alone,
+// in either precision, so a sequence computes the same in a batched step as on its own. Each
+// weight row is still read once for all n tokens. Larger n (prefill) take the tiled path.
+inline constexpr int64_t kDecodeBatchMaxTokens = 32;
 
 // Y[n, rows] = X[n, cols] W^T  (X and Y row-major, contiguous)
 void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y);

@@ -367,6 +367,11 @@ void matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, 
   scalar_backend().matvec_rows(w, px, row_begin, row_end, y);
 }
 
+void matvec_rows_multi(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin, int64_t row_end,
+                       float* y, int64_t ldy) {
+  matvec_rows_each_token(matvec_rows, w, xs, n, row_begin, row_end, y, ldy);
+}
+
 struct Kernel256 {
   static constexpr int kLanes = 8;
   static constexpr int kRows = 4;
@@ -532,9 +537,9 @@ uint64_t stream_sum(const uint64_t* data, size_t words) {
 }  // namespace
 
 const Backend& avx2_backend() {
-  static const Backend backend{Isa::Avx2,  16, 0,        Kernel256::kRows, matvec_rows,
-                               matmul_rows, dot_f32,  axpy_f32,         sum_squares_f32,
-                               fma_burn,    stream_sum,       quantize_q8_scalar};
+  static const Backend backend{Isa::Avx2,        16,          0,       Kernel256::kRows, matvec_rows,
+                               matvec_rows_multi, matmul_rows, dot_f32, axpy_f32,         sum_squares_f32,
+                               fma_burn,          stream_sum,  quantize_q8_scalar};
   return backend;
 }
 

@@ -611,6 +611,13 @@ struct Kernel512 {
   }
 };
 
+// Decode batches token by token through the matvec kernels (vnni_rows.h, bf16_matvec_rows among
+// them), a block of rows at a time so the rows are read from memory once.
+void matvec_rows_multi(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin, int64_t row_end,
+                       float* y, int64_t ldy) {
+  matvec_rows_each_token(matvec_rows, w, xs, n, row_begin, row_end, y, ldy);
+}
+
 void matmul_rows(const WeightMatrix& w, const float* x, int64_t n, int64_t row_begin,
                  int64_t row_end, float* y, int64_t ldy) {
   matmul_rows_tiled<Kernel512>(w, x, n, row_begin, row_end, y, ldy);
@@ -746,9 +753,9 @@ bool quantize_q8(const float* x, int64_t chunks, int parts, const Q8Buffers& out
 }  // namespace
 
 const Backend& avx512_backend() {
-  static const Backend backend{Isa::Avx512, 32, 128,        Kernel512::kRows, matvec_rows,
-                               matmul_rows, dot_f32,   axpy_f32,         sum_squares_f32,
-                               fma_burn,    stream_sum, quantize_q8};
+  static const Backend backend{Isa::Avx512, 32,       128,        Kernel512::kRows, matvec_rows,
+                               matvec_rows_multi, matmul_rows, dot_f32,   axpy_f32,
+                               sum_squares_f32,   fma_burn,    stream_sum, quantize_q8};
   return backend;
 }
 

@@ -99,6 +99,17 @@ void matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, 
   }
 }
 
+// Each row decoded once for all tokens; every token's dot is matvec_rows' own (dot of the same
+// decoded values), so the results match it bit for bit.
+void matvec_rows_multi(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin, int64_t row_end,
+                       float* y, int64_t ldy) {
+  std::vector<float> row(size_t(w.cols));
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    decode_row(w, r, row.data());
+    for (int t = 0; t < n; ++t) y[t * ldy + r - row_begin] = dot(row.data(), xs[t].x, w.cols);
+  }
+}
+
 void matmul_rows(const WeightMatrix& w, const float* x, int64_t n, int64_t row_begin,
                  int64_t row_end, float* y, int64_t ldy) {
   std::vector<float> row(size_t(w.cols));
@@ -179,8 +190,9 @@ bool quantize_q8_scalar(const float* x, int64_t chunks, int parts, const Q8Buffe
 }
 
 const Backend& scalar_backend() {
-  static const Backend backend{Isa::Scalar, 0,    0,           1,        matvec_rows,       matmul_rows, dot,
-                               axpy,        sum_squares, fma_burn, stream_sum, quantize_q8_scalar};
+  static const Backend backend{Isa::Scalar, 0,           0,        1,        matvec_rows,
+                               matvec_rows_multi, matmul_rows, dot,  axpy,     sum_squares,
+                               fma_burn,    stream_sum,  quantize_q8_scalar};
   return backend;
 }
 
