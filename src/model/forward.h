@@ -56,6 +56,8 @@ class InklingModel {
   // get alone. At most max_chunk tokens in all; the states must be distinct. Throws (and changes
   // no state) when an item is invalid.
   void forward_batch(std::span<const BatchItem> items);
+  // Throws the error forward_batch would throw for feeding `tokens` to `state` (bad ids, context).
+  void check_tokens(const SequenceState& state, std::span<const int32_t> tokens) const;
   // Tokens one forward call may take (the prefill chunk; the batch budget of a step).
   int64_t max_step_tokens() const { return options_.max_chunk; }
 
@@ -68,7 +70,6 @@ class InklingModel {
   std::function<void(int64_t, int64_t)> on_prefill_progress;
 
  private:
-  void check_tokens(const SequenceState& state, std::span<const int32_t> tokens) const;
   // The step over items (rows of the activations in item order). all_logits: a single item's
   // logits for every token ([n, vocab]) instead of each item's last.
   void forward_step(std::span<const BatchItem> items, float* all_logits);

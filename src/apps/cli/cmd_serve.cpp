@@ -71,6 +71,8 @@ Runner add_serve(CLI::App& app) {
   struct Args {
     std::string model, host = "127.0.0.1", api_key, api_key_file, alias, cors, chat_template;
     int port = 8080, parallel = 4, test_step_delay_ms = 0;
+    int64_t batch_tokens = 256, checkpoint_every = 1024;
+    double kv_budget_mib = 0, cache_ram_mib = 1024;
     size_t max_body = 8u << 20;
     RuntimeArgs runtime;
     bool test_scripts = false;
@@ -83,7 +85,23 @@ Runner add_serve(CLI::App& app) {
                              "require this key (Authorization: Bearer KEY or x-api-key: KEY) on every route but /health");
   app.add_option("--api-key-file", args->api_key_file, "read the key from a file (keeps it out of the process list)")
       ->excludes(key);
-  app.add_option("--parallel", args->parallel, "requests in flight at once; more wait in a queue")->capture_default_str();
+  app.add_option("--parallel", args->parallel,
+                 "requests in flight at once, stepped together in one batch; more wait in a queue")
+      ->capture_default_str();
+  app.add_option("--batch-tokens", args->batch_tokens,
+                 "tokens per batched step: one per generating request, the rest for prompt chunks")
+      ->capture_default_str();
+  app.add_option("--kv-budget", args->kv_budget_mib,
+                 "MiB of KV cache and state for running requests; a request reserves its prompt + max_tokens "
+                 "(0: --parallel full contexts)")
+      ->capture_default_str();
+  app.add_option("--cache-ram", args->cache_ram_mib,
+                 "MiB of prompt-cache snapshots (end of prompts and responses, long prompts every "
+                 "--checkpoint-every tokens), least recently used dropped first (0: off)")
+      ->capture_default_str();
+  app.add_option("--checkpoint-every", args->checkpoint_every,
+                 "prompt-cache snapshot interval within long prompts, in tokens (0: only at their end)")
+      ->capture_default_str();
   app.add_option("--alias", args->alias, "model name reported by /v1/models and in responses (default: the directory name)");
   app.add_option("--cors-origins", args->cors, "comma-separated origins allowed by CORS, or * (default: CORS off)");
   app.add_option("--max-body", args->max_body, "largest request body in bytes (larger: 413)")->capture_default_str();
@@ -96,8 +114,16 @@ Runner add_serve(CLI::App& app) {
                  "TESTS ONLY: sleep this long after every step of a sequence (makes prefill and decode slow enough to "
                  "interrupt)");
   return [args] {
+    if (args->batch_tokens < 1 || args->batch_tokens > 65536)
+      throw Error("--batch-tokens must be 1..65536, got " + std::to_string(args->batch_tokens));
+    if (!(args->kv_budget_mib >= 0 && args->kv_budget_mib < 1e9)) throw Error("--kv-budget must be 0..1e9 MiB");
+    if (!(args->cache_ram_mib >= 0 && args->cache_ram_mib < 1e9)) throw Error("--cache-ram must be 0..1e9 MiB");
+    if (args->checkpoint_every < 0) throw Error("--checkpoint-every must not be negative");
     RunOptions run = args->runtime.apply();
+    run.max_chunk = args->batch_tokens;
     if (args->parallel < 1 || args->parallel > 256) throw Error("--parallel must be 1..256, got " + std::to_string(args->parallel));
+    if (args->parallel > args->batch_tokens)
+      throw Error("--parallel " + std::to_string(args->parallel) + " needs --batch-tokens of at least as many");
     if (args->port < 0 || args->port > 65535) throw Error("--port must be 0..65535, got " + std::to_string(args->port));
     if (args->max_body < 1024) throw Error("--max-body must be at least 1024 bytes");
     if (args->test_step_delay_ms < 0) throw Error("--test-step-delay-ms must not be negative");
@@ -152,14 +178,24 @@ Runner add_serve(CLI::App& app) {
     InklingModel model(*checkpoint, run);
     serve::EngineOptions engine_options;
     engine_options.parallel = args->parallel;
-    engine_options.prefill_chunk = run.max_chunk;
+    engine_options.prefill_chunk = model.max_step_tokens();
+    engine_options.batch_tokens = model.max_step_tokens();
+    engine_options.kv_budget = int64_t(args->kv_budget_mib * 1048576.0);
+    engine_options.cache_budget = int64_t(args->cache_ram_mib * 1048576.0);
+    engine_options.checkpoint_every = args->checkpoint_every;
     engine_options.allow_scripts = args->test_scripts;
     engine_options.test_step_delay_ms = args->test_step_delay_ms;
     engine_options.stop_ids = {checkpoint->config().eos_token_id};
     if (checkpoint->config().eos_token_id != 200006) engine_options.stop_ids.push_back(200006);
     serve::Engine engine(model, tokenizer, engine_options);
     state.engine = &engine;
-    std::fprintf(stderr, "ready: %s, weights in %s\n", model_dir.c_str(), weight_memory_label(*checkpoint));
+    std::fprintf(stderr,
+                 "ready: %s, weights in %s; batches of up to %d requests / %lld tokens per step; KV budget %lld MiB "
+                 "(%lld MiB per full context); prompt cache %lld MiB\n",
+                 model_dir.c_str(), weight_memory_label(*checkpoint), args->parallel,
+                 (long long)engine.options().batch_tokens, (long long)(engine.options().kv_budget >> 20),
+                 (long long)((model.state_bytes(run.context) + (1 << 20) - 1) >> 20), (long long)args->cache_ram_mib);
+    std::fflush(stderr);
     std::fflush(stderr);
     http.wait();
     state.engine = nullptr;

@@ -35,7 +35,8 @@ class CompletionResponder final : public Responder {
     const auto& u = turn.usage;
     body["usage"] = {{"prompt_tokens", u.prompt_tokens},
                      {"completion_tokens", u.completion_tokens},
-                     {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+                     {"total_tokens", u.prompt_tokens + u.completion_tokens},
+                     {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
     return body;
   }
 

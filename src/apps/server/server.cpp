@@ -113,6 +113,11 @@ struct HttpServer::Impl {
     Prepared prepared = prepare(body, door_context(engine));
     std::vector<int32_t> prompt = encode(prepared.request);
     check_prompt(prompt, engine);
+    if (std::string why = engine.never_fits(prepared.request, prompt.size()); !why.empty()) {
+      ApiError error(400, "invalid_request_error", why);
+      error.param = "max_tokens";
+      throw error;
+    }
     const int64_t prompt_tokens = int64_t(prompt.size());
     current_record.prompt_tokens = prompt_tokens;
     prepared.responder->set_prompt_tokens(prompt_tokens);
@@ -256,10 +261,25 @@ struct HttpServer::Impl {
            c.generation_seconds > 0 ? double(c.generated_tokens) / c.generation_seconds : 0.0);
     metric("inkling_time_to_first_token_seconds_avg", "gauge", "Mean time from arrival to the first generated token.",
            c.first_token_count ? c.first_token_seconds_sum / double(c.first_token_count) : 0.0);
-    metric("inkling_prompt_cache_hits_total", "counter", "Requests that started from a kept sequence state.",
+    metric("inkling_prompt_cache_hits_total", "counter", "Requests that started from a kept sequence state or a snapshot.",
            double(c.cache_hits));
-    metric("inkling_prompt_cache_tokens_total", "counter", "Prompt tokens taken from kept states instead of computed.",
+    metric("inkling_prompt_cache_tokens_total", "counter", "Prompt tokens taken from kept states or snapshots instead of computed.",
            double(c.cached_prompt_tokens));
+    const serve::PromptCacheStats cache = engine->cache_stats();
+    metric("inkling_prompt_cache_snapshots", "gauge", "State snapshots held by the prompt cache.", double(cache.entries));
+    metric("inkling_prompt_cache_bytes", "gauge", "Bytes of state snapshots held (budget: --cache-ram).", double(cache.bytes));
+    metric("inkling_prompt_cache_snapshot_hits_total", "counter", "Requests that started from a prompt-cache snapshot.",
+           double(cache.hits));
+    metric("inkling_prompt_cache_evictions_total", "counter", "Snapshots dropped to stay within the budget.",
+           double(cache.evictions));
+    metric("inkling_batch_steps_total", "counter", "Batched forward steps run.", double(c.steps));
+    metric("inkling_batch_sequences_total", "counter", "Sequences over all steps (divided by steps: the mean batch).",
+           double(c.step_sequences));
+    metric("inkling_batch_tokens_total", "counter", "Tokens over all steps.", double(c.step_tokens));
+    metric("inkling_kv_reserved_bytes", "gauge", "KV cache and state reserved by running requests.", double(c.kv_reserved));
+    metric("inkling_kv_budget_bytes", "gauge", "The KV budget (--kv-budget).", double(c.kv_budget));
+    metric("inkling_requests_waiting_for_memory", "gauge", "Queued requests that wait for KV budget.",
+           double(c.waiting_for_memory));
     metric("inkling_queue_depth", "gauge", "Requests waiting for a slot.", double(engine->queue_depth()));
     metric("inkling_slots_busy", "gauge", "Slots running a request.", double(busy));
     metric("inkling_slots_total", "gauge", "Slots (--parallel).", double(engine->options().parallel));
@@ -279,7 +299,8 @@ struct HttpServer::Impl {
     http.set_write_timeout(60, 0);
 
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      current_record = RequestRecord{Clock::now()};
+      current_record = RequestRecord{};
+      current_record.start = Clock::now();
       add_cors(req, res);
       if (req.method == "OPTIONS") {
         res.status = 204;

@@ -1,6 +1,7 @@
 #include "runtime/serve/engine.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <random>
 
 #include "runtime/generate/sampler.h"
@@ -21,6 +22,12 @@ std::vector<Event> failed(std::string error) {
   events[0].finish_reason = FinishReason::Error;
   events[0].error = std::move(error);
   return events;
+}
+
+std::string mib(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", double(bytes) / 1048576.0);
+  return text;
 }
 
 }  // namespace
@@ -61,7 +68,10 @@ struct Engine::Slot {
   std::optional<SequenceState> state;
   std::vector<float> logits, chosen_logits;
   size_t prompt_fed = 0;
-  size_t cached = 0;  // prompt tokens the kept state already held
+  size_t cached = 0;  // prompt tokens the kept state or a snapshot already held
+  std::optional<int32_t> pending;  // sampled, fed at the next step
+  int64_t reserved = 0;            // bytes of the KV budget this request holds
+  int64_t admitted = 0;            // admission order: earlier prompts get the step's budget first
   std::optional<Sampler> sampler;
   std::optional<TurnOutput> output;
   std::optional<ToolCallForcer> forcer;
@@ -73,9 +83,19 @@ struct Engine::Slot {
 };
 
 Engine::Engine(InklingModel& model, const Tokenizer& tokenizer, EngineOptions options)
-    : model_(&model), tokenizer_(&tokenizer), options_(std::move(options)) {
+    : model_(&model), tokenizer_(&tokenizer), options_(std::move(options)), cache_(options_.cache_budget) {
   if (options_.parallel < 1) throw Error("--parallel must be at least 1");
   if (options_.prefill_chunk < 1) throw Error("the prefill chunk must be at least 1 token");
+  if (options_.batch_tokens < 1 || options_.batch_tokens > model.max_step_tokens())
+    throw Error("--batch-tokens must be 1.." + std::to_string(model.max_step_tokens()) + ", got " +
+                std::to_string(options_.batch_tokens));
+  if (options_.parallel > options_.batch_tokens)
+    throw Error("--parallel " + std::to_string(options_.parallel) + " is more than --batch-tokens " +
+                std::to_string(options_.batch_tokens) + ": every running sequence needs a token of each step");
+  if (options_.checkpoint_every < 0) throw Error("the checkpoint interval must not be negative");
+  options_.prefill_chunk = std::min(options_.prefill_chunk, options_.batch_tokens);
+  const int64_t full = model.state_bytes(model.options().context);
+  if (options_.kv_budget <= 0) options_.kv_budget = int64_t(options_.parallel) * full;
   if (options_.stop_ids.empty()) options_.stop_ids = {200006};
   for (int i = 0; i < options_.parallel; ++i) {
     auto slot = std::make_unique<Slot>();
@@ -140,62 +160,154 @@ size_t Engine::queue_depth() const {
 
 EngineCounters Engine::counters() const {
   std::lock_guard lock(mutex_);
-  return counters_;
+  EngineCounters out = counters_;
+  out.kv_reserved = kv_reserved_;
+  out.kv_budget = options_.kv_budget;
+  return out;
 }
 
-// A free slot for `job`: the one whose kept state is the longest proper prefix of its prompt
-// (`reused` tokens), else one holding nothing, else the one holding the least.
-Engine::Slot* Engine::slot_for(const Job& job, size_t& reused) {
-  Slot* best = nullptr;
+int64_t Engine::kv_need(const Request& request, size_t prompt_tokens) const {
+  const int64_t context = model_->options().context;
+  const int64_t generation = request.max_tokens > 0 ? request.max_tokens : context;
+  return model_->state_bytes(std::min(context, int64_t(prompt_tokens) + generation));
+}
+
+std::string Engine::never_fits(const Request& request, size_t prompt_tokens) const {
+  const int64_t need = kv_need(request, prompt_tokens);
+  if (need <= options_.kv_budget) return {};
+  return "the request needs " + mib(need) + " MiB of KV cache (" + std::to_string(prompt_tokens) +
+         " prompt tokens + " +
+         (request.max_tokens > 0 ? "max_tokens " + std::to_string(request.max_tokens)
+                                 : std::string("no max_tokens: the rest of the context")) +
+         ", up to the context of " + std::to_string(model_->options().context) + ") and the server's KV budget is " +
+         mib(options_.kv_budget) + " MiB (--kv-budget); lower max_tokens or raise the budget";
+}
+
+// A free slot for `job` and where its prompt starts: the slot whose kept state is the longest
+// proper prefix of the prompt (`reused` tokens), or a snapshot of the prompt cache when that is
+// longer (restored into the slot holding the least); with neither, the slot holding the least.
+Engine::Slot* Engine::slot_for(const Job& job, size_t& reused, std::shared_ptr<const StateSnapshot>& snapshot) {
+  Slot* kept = nullptr;
   reused = 0;
-  for (auto& slot : slots_) {
-    if (slot->job || !slot->state || !job.request.cache_prompt) continue;
-    const std::vector<int32_t>& held = slot->state->tokens;
-    if (held.size() > reused && held.size() < job.prompt.size() &&
-        std::equal(held.begin(), held.end(), job.prompt.begin())) {
-      best = slot.get();
-      reused = held.size();
+  snapshot.reset();
+  if (job.request.cache_prompt) {
+    for (auto& slot : slots_) {
+      if (slot->job || !slot->state) continue;
+      const std::vector<int32_t>& held = slot->state->tokens;
+      if (held.size() > reused && held.size() < job.prompt.size() &&
+          std::equal(held.begin(), held.end(), job.prompt.begin())) {
+        kept = slot.get();
+        reused = held.size();
+      }
+    }
+    std::shared_ptr<const StateSnapshot> cached = cache_.longest_prefix(job.prompt);
+    if (cached && cached->tokens.size() > reused) {
+      snapshot = std::move(cached);
+      reused = snapshot->tokens.size();
+      kept = nullptr;
     }
   }
-  if (best) return best;
+  if (kept) return kept;
+  Slot* best = nullptr;
   for (auto& slot : slots_) {
     if (slot->job) continue;
     const size_t held = slot->state ? slot->state->tokens.size() : 0;
     const size_t best_held = best && best->state ? best->state->tokens.size() : 0;
     if (!best || held < best_held) best = slot.get();
   }
+  if (!snapshot) reused = 0;
   return best;
 }
 
 void Engine::admit() {
+  counters_.waiting_for_memory = 0;
   while (!queue_.empty()) {
-    size_t reused = 0;
-    Slot* slot = slot_for(*queue_.front(), reused);
-    if (!slot) return;
-    slot->job = std::move(queue_.front());
-    queue_.pop_front();
-    Slot& s = *slot;
-    const Request& r = s.job->request;
-    if (reused == 0) s.state.reset();  // a fresh sequence at the first step
-    s.prompt_fed = reused;
-    s.cached = reused;
-    s.generated = 0;
-    s.script.clear();
-    s.script_next = 0;
-    if (options_.allow_scripts && !r.scripted_output.empty())
-      s.script = tokenizer_->encode(r.scripted_output, /*parse_special=*/true);
-    SamplingParams sampling = r.sampling;
-    if (!r.seed_given) sampling.seed = std::random_device{}();
-    s.sampler.emplace(sampling);
-    s.output.emplace(*tokenizer_, r, std::to_string(s.job->handle->id()));
-    s.forcer.emplace(*tokenizer_, r);
-    s.started = Clock::now();
-    s.info = SlotInfo{s.index, true, s.job->handle->id(), int64_t(s.job->prompt.size()), int64_t(reused), 0,
-                      int64_t(reused)};
-    if (reused > 0) {
-      ++counters_.cache_hits;
-      counters_.cached_prompt_tokens += int64_t(reused);
+    Job& next = *queue_.front();
+    if (next.handle->cancelled()) {  // gone before it started: nothing to run
+      Event e;
+      e.kind = Event::Kind::Finish;
+      e.finish_reason = FinishReason::Cancelled;
+      e.usage.prompt_tokens = int64_t(next.prompt.size());
+      std::vector<Event> events{std::move(e)};
+      next.handle->push(events);
+      ++counters_.cancelled;
+      ++counters_.requests_finished;
+      queue_.pop_front();
+      continue;
     }
+    const int64_t need = kv_need(next.request, next.prompt.size());
+    if (std::string why = never_fits(next.request, next.prompt.size()); !why.empty()) {
+      std::vector<Event> events = failed(why);
+      next.handle->push(events);
+      ++counters_.requests_finished;
+      queue_.pop_front();
+      continue;
+    }
+    if (kv_reserved_ + need > options_.kv_budget) {  // fits once running requests finish
+      counters_.waiting_for_memory = int64_t(queue_.size());
+      return;
+    }
+    bool free_slot = false;
+    for (auto& slot : slots_) free_slot |= !slot->job;
+    if (!free_slot) return;
+    size_t reused = 0;
+    std::shared_ptr<const StateSnapshot> snapshot;
+    Slot* slot = slot_for(next, reused, snapshot);
+    std::unique_ptr<Job> job = std::move(queue_.front());
+    queue_.pop_front();
+    start(*slot, std::move(job), reused, std::move(snapshot));
+    // Kept states of the other free slots are memory too: drop them (their snapshots are in the
+    // prompt cache) while the running requests' reservations and they exceed the budget.
+    int64_t kept = 0;
+    for (auto& other : slots_)
+      if (!other->job && other->state) kept += model_->state_bytes(other->state->position);
+    for (auto& other : slots_) {
+      if (kv_reserved_ + kept <= options_.kv_budget) break;
+      if (other->job || !other->state) continue;
+      kept -= model_->state_bytes(other->state->position);
+      other->state.reset();
+      other->info.cached_tokens = 0;
+    }
+  }
+}
+
+void Engine::start(Slot& s, std::unique_ptr<Job> job, size_t reused, std::shared_ptr<const StateSnapshot> snapshot) {
+  s.job = std::move(job);
+  const Request& r = s.job->request;
+  s.reserved = kv_need(s.job->request, s.job->prompt.size());
+  kv_reserved_ += s.reserved;
+  s.admitted = admissions_++;
+  s.logits.assign(size_t(model_->vocab()), 0.0f);
+  try {
+    if (snapshot) {
+      if (!s.state) s.state = model_->new_sequence(int64_t(s.job->prompt.size()) + 1);
+      model_->restore(*snapshot, *s.state);
+    } else if (reused == 0) {
+      s.state = model_->new_sequence(int64_t(s.job->prompt.size()) + 1);
+    }
+  } catch (const std::exception&) {  // a snapshot that does not restore: compute the prompt instead
+    s.state = model_->new_sequence(int64_t(s.job->prompt.size()) + 1);
+    reused = 0;
+  }
+  s.prompt_fed = reused;
+  s.cached = reused;
+  s.pending.reset();
+  s.generated = 0;
+  s.script.clear();
+  s.script_next = 0;
+  if (options_.allow_scripts && !r.scripted_output.empty())
+    s.script = tokenizer_->encode(r.scripted_output, /*parse_special=*/true);
+  SamplingParams sampling = r.sampling;
+  if (!r.seed_given) sampling.seed = std::random_device{}();
+  s.sampler.emplace(sampling);
+  s.output.emplace(*tokenizer_, r, std::to_string(s.job->handle->id()));
+  s.forcer.emplace(*tokenizer_, r);
+  s.started = Clock::now();
+  s.info = SlotInfo{s.index, true, s.job->handle->id(), int64_t(s.job->prompt.size()), int64_t(reused), 0,
+                    int64_t(reused)};
+  if (reused > 0) {
+    ++counters_.cache_hits;
+    counters_.cached_prompt_tokens += int64_t(reused);
   }
 }
 
@@ -206,21 +318,23 @@ void Engine::run() {
       {
         std::unique_lock lock(mutex_);
         work_.wait(lock, [&] {
-          if (stopping_ || !queue_.empty()) return true;
+          if (stopping_) return true;
           for (auto& slot : slots_)
             if (slot->job) return true;
-          return false;
+          if (queue_.empty()) return false;
+          // Queued work that cannot start (memory) waits for a running request, not in a spin.
+          return kv_reserved_ == 0 || kv_need(queue_.front()->request, queue_.front()->prompt.size()) + kv_reserved_ <= options_.kv_budget ||
+                 queue_.front()->handle->cancelled();
         });
         if (stopping_) break;
         admit();
         for (auto& slot : slots_)
           if (slot->job) active.push_back(slot.get());
       }
-      for (Slot* slot : active) {
-        step(*slot);
-        if (options_.test_step_delay_ms > 0)
-          std::this_thread::sleep_for(std::chrono::milliseconds(options_.test_step_delay_ms));
-      }
+      if (active.empty()) continue;
+      step(active);
+      if (options_.test_step_delay_ms > 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(options_.test_step_delay_ms));
     }
   } catch (const std::exception& e) {
     alive_ = false;
@@ -239,9 +353,126 @@ void Engine::run() {
   }
 }
 
+// One batched step: a decode token of every sequence that has one to feed, then prompt chunks in
+// admission order while the step's budget lasts (a long prompt ends its chunks on checkpoint
+// boundaries), all in one forward call; then every sequence that produced logits samples.
+void Engine::step(const std::vector<Slot*>& active) {
+  std::vector<Slot*> fed;
+  std::vector<BatchItem> items;
+  std::vector<size_t> prompt_share;
+  for (Slot* s : active)
+    if (s->job->handle->cancelled()) finish(*s, FinishReason::Cancelled);
+  int64_t budget = options_.batch_tokens;
+  for (Slot* s : active) {
+    if (!s->job || !s->pending) continue;
+    items.push_back({&*s->state, std::span<const int32_t>(&*s->pending, 1), s->logits.data()});
+    fed.push_back(s);
+    prompt_share.push_back(0);
+    --budget;
+  }
+  std::vector<Slot*> prefilling;
+  for (Slot* s : active)
+    if (s->job && !s->pending && s->prompt_fed < s->job->prompt.size()) prefilling.push_back(s);
+  std::sort(prefilling.begin(), prefilling.end(), [](const Slot* a, const Slot* b) { return a->admitted < b->admitted; });
+  for (Slot* s : prefilling) {
+    if (budget <= 0) break;
+    const std::vector<int32_t>& prompt = s->job->prompt;
+    size_t n = std::min({prompt.size() - s->prompt_fed, size_t(options_.prefill_chunk), size_t(budget)});
+    const int64_t every = options_.checkpoint_every;
+    if (every > 0 && cache_.enabled() && s->job->request.cache_prompt) {
+      const size_t boundary = (s->prompt_fed / size_t(every) + 1) * size_t(every);
+      if (boundary < prompt.size()) n = std::min(n, boundary - s->prompt_fed);
+    }
+    const bool last = s->prompt_fed + n == prompt.size();
+    items.push_back({&*s->state, std::span<const int32_t>(prompt).subspan(s->prompt_fed, n),
+                     last ? s->logits.data() : nullptr});
+    fed.push_back(s);
+    prompt_share.push_back(n);
+    budget -= int64_t(n);
+  }
+  if (items.empty()) return;
+  forward(fed, items);
+  for (size_t i = 0; i < fed.size(); ++i) {
+    Slot* s = fed[i];
+    if (!s || !s->job) continue;
+    try {
+      if (prompt_share[i] > 0) {
+        after_prefill(*s, prompt_share[i]);
+      } else {
+        s->pending.reset();
+        if (s->state->position >= s->state->context_limit) {
+          finish(*s, FinishReason::Length);  // prompt and generated tokens together never pass the context
+          continue;
+        }
+        sample(*s);
+      }
+    } catch (const std::exception& e) {
+      if (s->job) finish(*s, FinishReason::Error, e.what());
+    }
+  }
+}
+
+// The step's forward call. An item that would make the call throw (a token outside the
+// vocabulary, the context exceeded) fails its own request before the call; anything that still
+// throws leaves the step's states unknown, so every request in it fails, and the loop goes on.
+void Engine::forward(std::vector<Slot*>& fed, std::vector<BatchItem>& items) {
+  std::vector<BatchItem> valid;
+  for (size_t i = 0; i < items.size(); ++i) {
+    try {
+      model_->check_tokens(*items[i].state, items[i].tokens);
+      valid.push_back(items[i]);
+    } catch (const std::exception& e) {
+      finish(*fed[i], FinishReason::Error, e.what());
+      fed[i] = nullptr;
+    }
+  }
+  if (valid.empty()) return;
+  try {
+    model_->forward_batch(valid);
+  } catch (const std::exception& e) {
+    for (Slot*& s : fed)
+      if (s && s->job) {
+        finish(*s, FinishReason::Error, std::string("the batched step failed: ") + e.what());
+        s = nullptr;
+      }
+    return;
+  }
+  std::lock_guard lock(mutex_);
+  ++counters_.steps;
+  counters_.step_sequences += int64_t(valid.size());
+  for (const BatchItem& item : valid) counters_.step_tokens += int64_t(item.tokens.size());
+}
+
+void Engine::after_prefill(Slot& s, size_t n) {
+  s.prompt_fed += n;
+  {
+    std::lock_guard lock(mutex_);
+    s.info.prompt_done = int64_t(s.prompt_fed);
+  }
+  const bool done = s.prompt_fed == s.job->prompt.size();
+  const int64_t every = options_.checkpoint_every;
+  if (done || (every > 0 && s.prompt_fed % size_t(every) == 0)) checkpoint(s);
+  if (!done) return;
+  if (s.state->position >= s.state->context_limit) return finish(s, FinishReason::Length);
+  sample(s);
+}
+
+void Engine::checkpoint(const Slot& s) {
+  if (!cache_.enabled() || !s.job->request.cache_prompt || !s.state || s.state->tokens.empty()) return;
+  if (cache_.holds(s.state->tokens)) return;
+  cache_.insert(std::make_shared<const StateSnapshot>(model_->snapshot(*s.state)));
+}
+
 void Engine::finish(Slot& s, FinishReason reason, std::string error) {
   std::vector<Event> events;
   if (s.output && reason != FinishReason::Error) s.output->finish(events);
+  // The end of a response is where the next turn of the conversation starts.
+  if (reason != FinishReason::Error && s.generated > 0) {
+    try {
+      checkpoint(s);
+    } catch (const std::exception&) {  // out of memory for a snapshot: the cache simply lacks it
+    }
+  }
   const auto now = Clock::now();
   Event e;
   e.kind = Event::Kind::Finish;
@@ -272,41 +503,21 @@ void Engine::finish(Slot& s, FinishReason reason, std::string error) {
     }
     s.job->handle->push(events);
     s.job.reset();
+    kv_reserved_ -= s.reserved;
+    s.reserved = 0;
+    s.pending.reset();
     // The state stays for the next turn of the conversation, unless an error left it unknown.
     if (reason == FinishReason::Error) s.state.reset();
     s.output.reset();
     s.forcer.reset();
     s.info = SlotInfo{s.index, false, -1, 0, 0, 0, s.state ? int64_t(s.state->tokens.size()) : 0};
   }
+  work_.notify_all();  // a request waiting for memory may fit now
 }
 
-void Engine::step(Slot& s) {
-  try {
-    if (s.job->handle->cancelled()) return finish(s, FinishReason::Cancelled);
-    if (!s.state) {
-      s.state = model_->new_sequence();
-      s.logits.assign(size_t(model_->vocab()), 0.0f);
-    }
-    const std::vector<int32_t>& prompt = s.job->prompt;
-    if (s.prompt_fed < prompt.size()) {
-      const size_t n = std::min(prompt.size() - s.prompt_fed, size_t(options_.prefill_chunk));
-      const bool last = s.prompt_fed + n == prompt.size();
-      model_->prefill(*s.state, std::span<const int32_t>(prompt).subspan(s.prompt_fed, n), last ? s.logits.data() : nullptr);
-      s.prompt_fed += n;
-      {
-        std::lock_guard lock(mutex_);
-        s.info.prompt_done = int64_t(s.prompt_fed);
-      }
-      if (last && s.state->position >= s.state->context_limit) return finish(s, FinishReason::Length);
-      return;
-    }
-    sample_and_feed(s);
-  } catch (const std::exception& e) {
-    if (s.job) finish(s, FinishReason::Error, e.what());
-  }
-}
-
-void Engine::sample_and_feed(Slot& s) {
+// Samples the next token from the slot's logits, hands out its events, and ends the request or
+// leaves the token to be fed at the next step.
+void Engine::sample(Slot& s) {
   const Request& r = s.job->request;
   const bool want_logprobs = r.top_logprobs >= 0;
   if (want_logprobs) s.chosen_logits = s.logits;  // before penalties change them
@@ -329,10 +540,7 @@ void Engine::sample_and_feed(Slot& s) {
   if (s.output->should_stop()) return finish(s, FinishReason::ToolCalls);
   if (eos && !r.ignore_eos) return finish(s, s.output->tool_calls() > 0 ? FinishReason::ToolCalls : FinishReason::Stop);
   if (r.max_tokens > 0 && s.generated >= r.max_tokens) return finish(s, FinishReason::Length);
-  const int32_t next[1] = {token};
-  model_->prefill(*s.state, next, s.logits.data());
-  // Prompt and generated tokens together never pass the context.
-  if (s.state->position >= s.state->context_limit) return finish(s, FinishReason::Length);
+  s.pending = token;
 }
 
 }  // namespace inkling::serve

@@ -1,14 +1,18 @@
 // The inference loop behind the server: requests arrive from any thread through a queue, up to
-// `parallel` of them run at once in slots, and one thread steps every running slot in turn (a
-// prefill chunk or one decode token each), so no request waits for another to finish. Each step
-// is a whole unit of work per sequence; a batched step over several sequences replaces the
-// per-slot loop in run() without changing the interface (submit, handles, events).
+// `parallel` of them run at once, and one thread advances all of them in batched steps: each step
+// is one forward call (InklingModel::forward_batch) over a decode token of every generating
+// sequence plus prefill chunks of new ones, under a token budget. Nothing waits to fill a batch.
 //
-// Prompt reuse: a slot keeps its sequence state (KV, sliding rings, convolution states) after a
-// request ends. A new request whose prompt begins with every token that state consumed (the
-// previous turn of the same conversation: its prompt and the answer as generated) goes to that
-// slot and computes only the rest. Nothing is rewound, so the state is exactly the one a run of
-// those tokens leaves; a prompt that diverges earlier starts from scratch.
+// Admission: a request starts when a sequence slot is free and its KV cache fits the memory
+// budget (its prompt + max_tokens, capped at the context); otherwise it waits, and one that could
+// never fit fails with an error that says so. Reserved memory is never taken back from a running
+// sequence, so running out of it cannot corrupt one.
+//
+// Prompt cache: a slot keeps its sequence state after a request, and snapshots of states (end of
+// each prompt, end of each response, every `checkpoint_every` tokens of a long prompt) go to a
+// PromptCache bounded by bytes. A new request starts from the longest of these whose tokens are a
+// prefix of its prompt, restored exactly (convolution states, global KV, the sliding rings), and
+// computes only the rest.
 #pragma once
 
 #include <atomic>
@@ -24,6 +28,7 @@
 #include <vector>
 
 #include "model/forward.h"
+#include "runtime/serve/prompt_cache.h"
 #include "runtime/serve/request.h"
 #include "runtime/tokenizer/tokenizer.h"
 
@@ -54,9 +59,13 @@ class RequestHandle {
 
 struct EngineOptions {
   int parallel = 1;               // sequences in flight at once
+  int64_t batch_tokens = 256;     // tokens per step, all sequences together (<= the model's step budget)
   int64_t prefill_chunk = 256;    // prompt tokens per step of one sequence
+  int64_t kv_budget = 0;          // bytes of KV + state for running sequences (0: parallel x a full context)
+  int64_t cache_budget = 0;       // bytes of prompt-cache snapshots (0: no snapshots; kept slot states still reused)
+  int64_t checkpoint_every = 1024;  // snapshot long prompts every this many tokens (0: only at their end)
   bool allow_scripts = false;     // honour Request::scripted_output (tests only)
-  int test_step_delay_ms = 0;     // tests only: sleep after every step of a slot
+  int test_step_delay_ms = 0;     // tests only: sleep after every step
   std::vector<int32_t> stop_ids;  // ids that end a turn (EOS)
 };
 
@@ -75,7 +84,10 @@ struct EngineCounters {
   double first_token_seconds_sum = 0.0;  // submit -> first generated token, summed
   int64_t first_token_count = 0;
   int64_t cancelled = 0;
-  int64_t cache_hits = 0, cached_prompt_tokens = 0;  // requests that reused a kept state, tokens reused
+  int64_t cache_hits = 0, cached_prompt_tokens = 0;  // requests that reused a kept state or snapshot, tokens reused
+  int64_t steps = 0, step_tokens = 0, step_sequences = 0;  // batched steps, tokens and sequences over all of them
+  int64_t kv_reserved = 0, kv_budget = 0;                // bytes reserved by running sequences, the budget
+  int64_t waiting_for_memory = 0;                        // queued requests that fit the budget only later
 };
 
 class Engine {
@@ -89,10 +101,14 @@ class Engine {
   // inference; the handle receives the request's events.
   std::shared_ptr<RequestHandle> submit(Request request, std::vector<int32_t> prompt);
 
+  // Why a request of this prompt length could never start under the KV budget (empty: it can).
+  std::string never_fits(const Request& request, size_t prompt_tokens) const;
+
   // Cancels every running and queued request (shutdown): each ends at its next step.
   void cancel_all();
 
   std::vector<SlotInfo> slots() const;
+  PromptCacheStats cache_stats() const { return cache_.stats(); }
   size_t queue_depth() const;
   EngineCounters counters() const;
   // False once the loop has died of an error it could not pin on one request.
@@ -105,9 +121,14 @@ class Engine {
   struct Slot;
   void run();
   void admit();
-  Slot* slot_for(const Job& job, size_t& reused);
-  void step(Slot& slot);
-  void sample_and_feed(Slot& slot);
+  Slot* slot_for(const Job& job, size_t& reused, std::shared_ptr<const StateSnapshot>& snapshot);
+  int64_t kv_need(const Request& request, size_t prompt_tokens) const;
+  void start(Slot& slot, std::unique_ptr<Job> job, size_t reused, std::shared_ptr<const StateSnapshot> snapshot);
+  void step(const std::vector<Slot*>& active);
+  void forward(std::vector<Slot*>& fed, std::vector<BatchItem>& items);
+  void after_prefill(Slot& slot, size_t n);
+  void sample(Slot& slot);
+  void checkpoint(const Slot& slot);
   void finish(Slot& slot, FinishReason reason, std::string error = {});
 
   InklingModel* model_;
@@ -118,8 +139,11 @@ class Engine {
   std::condition_variable work_;
   std::deque<std::unique_ptr<Job>> queue_;
   std::vector<std::unique_ptr<Slot>> slots_;
+  PromptCache cache_;
+  int64_t kv_reserved_ = 0;  // bytes reserved by the slots running a request
   EngineCounters counters_;
   int64_t next_id_ = 1;
+  int64_t admissions_ = 0;
   bool stopping_ = false;
   std::atomic<bool> alive_{true};
   std::thread thread_;
