@@ -43,12 +43,122 @@ double flops_per_prompt_token(const Checkpoint& ckpt, int64_t pos) {
   return matmul + attention;
 }
 
+int32_t argmax_of(const float* logits, int64_t vocab) {
+  return int32_t(std::max_element(logits, logits + vocab) - logits);
+}
+
+struct BatchRow {
+  int batch = 0;
+  double pp_tok_s = 0, tg_tok_s = 0, tg_per_sequence = 0, mixed_prefill_tok_s = 0, mixed_decode_tok_s = 0;
+};
+
+// llama-batched-bench's measurement on the batched step: B sequences prefill B different prompts
+// together (pp, tokens / s over all), then decode together (tg: B tokens a step), then keep
+// decoding while one more sequence prefills its prompt in the rest of each step's budget (the
+// prefill speed under a decode load, and the decode speed while it runs). Every state is
+// allocated for the whole context, so the peak RSS is that of B full-context sequences.
+BatchRow bench_batch(InklingModel& model, int batch, int prompt_tokens, int generate) {
+  const int64_t vocab = model.vocab();
+  auto prompt_of = [&](int seq) {
+    std::vector<int32_t> tokens(static_cast<size_t>(prompt_tokens));
+    for (size_t i = 0; i < tokens.size(); ++i)
+      tokens[i] = int32_t((i * 7919 + 13 + size_t(seq) * 104729) % size_t(vocab));
+    return tokens;
+  };
+  std::vector<SequenceState> states;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int b = 0; b < batch; ++b) {
+    states.push_back(model.new_sequence());
+    prompts.push_back(prompt_of(b));
+  }
+  std::vector<float> logits(size_t(batch + 1) * size_t(vocab));
+  const int64_t budget = model.max_step_tokens();
+  BatchRow row;
+  row.batch = batch;
+  // pp: chunks of every prompt, as many as fit a step.
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<size_t> fed(static_cast<size_t>(batch), 0);
+  for (;;) {
+    std::vector<BatchItem> items;
+    int64_t left = budget;
+    for (int b = 0; b < batch && left > 0; ++b) {
+      const size_t n = std::min(prompts[size_t(b)].size() - fed[size_t(b)], size_t(left));
+      if (n == 0) continue;
+      const bool last = fed[size_t(b)] + n == prompts[size_t(b)].size();
+      items.push_back({&states[size_t(b)], std::span<const int32_t>(prompts[size_t(b)]).subspan(fed[size_t(b)], n),
+                       last ? logits.data() + size_t(b) * size_t(vocab) : nullptr});
+      fed[size_t(b)] += n;
+      left -= int64_t(n);
+    }
+    if (items.empty()) break;
+    model.forward_batch(items);
+  }
+  row.pp_tok_s = double(batch) * prompt_tokens / seconds_since(t0);
+  // tg: one token of every sequence per step.
+  std::vector<int32_t> next(static_cast<size_t>(batch));
+  auto decode_items = [&] {
+    std::vector<BatchItem> items;
+    for (int b = 0; b < batch; ++b) {
+      next[size_t(b)] = argmax_of(logits.data() + size_t(b) * size_t(vocab), vocab);
+      items.push_back({&states[size_t(b)], std::span<const int32_t>(&next[size_t(b)], 1),
+                       logits.data() + size_t(b) * size_t(vocab)});
+    }
+    return items;
+  };
+  auto t1 = std::chrono::steady_clock::now();
+  for (int i = 0; i < generate; ++i) model.forward_batch(decode_items());
+  const double tg_seconds = seconds_since(t1);
+  row.tg_tok_s = double(batch) * generate / tg_seconds;
+  row.tg_per_sequence = generate / tg_seconds;
+  // pp under a decode load: one more prompt in the budget the decode tokens leave.
+  SequenceState newcomer = model.new_sequence();
+  const std::vector<int32_t> extra = prompt_of(batch);
+  size_t extra_fed = 0;
+  int steps = 0;
+  auto t2 = std::chrono::steady_clock::now();
+  while (extra_fed < extra.size()) {
+    std::vector<BatchItem> items = decode_items();
+    const size_t n = std::min(extra.size() - extra_fed, size_t(std::max<int64_t>(1, budget - batch)));
+    items.push_back({&newcomer, std::span<const int32_t>(extra).subspan(extra_fed, n),
+                     extra_fed + n == extra.size() ? logits.data() + size_t(batch) * size_t(vocab) : nullptr});
+    extra_fed += n;
+    model.forward_batch(items);
+    ++steps;
+  }
+  const double mixed_seconds = seconds_since(t2);
+  row.mixed_prefill_tok_s = double(extra.size()) / mixed_seconds;
+  row.mixed_decode_tok_s = double(batch) * steps / mixed_seconds;
+  return row;
+}
+
+std::vector<int> parse_batch_list(const std::string& text) {
+  std::vector<int> out;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    size_t used = 0;
+    int value = 0;
+    try {
+      value = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || value < 1 || value > 256)
+      throw Error("--batch: \"" + item + "\" is not a batch size 1..256 (expected a list such as 1,2,4,8,16)");
+    out.push_back(value);
+    at = comma + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 Runner add_bench(CLI::App& app) {
   struct Args {
     std::string model;
     int prompt = 512, generate = 128, reps = 3, depth = 0;
+    std::string batch;
     RuntimeArgs runtime;
     bool json = false;
   };
@@ -61,6 +171,11 @@ Runner add_bench(CLI::App& app) {
                  "includes attention over them (GB/token and decode eff count the weights only)")
       ->capture_default_str();
   args->runtime.add_to(app, "context limit (raised to fit the prompt, and depth + generation)");
+  app.add_option("--batch", args->batch,
+                 "batch sizes, e.g. 1,2,4,8,16: B sequences prefill -p tokens each and decode -n tokens together in "
+                 "batched steps (llama-batched-bench); prints aggregate and per-sequence tok/s and the prefill speed "
+                 "of one more prompt under the B decodes")
+      ->type_name("LIST");
   app.add_option("--reps", args->reps, "repetitions; medians are reported")->capture_default_str();
   app.add_flag("--json", args->json, "print JSON instead of a table");
   return [args] {
@@ -69,6 +184,64 @@ Runner add_bench(CLI::App& app) {
     RunOptions run = args->runtime.apply();
     int threads = kernels::thread_count();
     auto start = std::chrono::steady_clock::now();
+    if (!args->batch.empty()) {
+      const std::vector<int> batches = parse_batch_list(args->batch);
+      auto ckpt = open_for_inference(args->model, args->runtime);
+      run.context = std::max<int64_t>(run.context, args->prompt + args->generate + 8);
+      run.max_chunk = std::max<int64_t>(512, *std::max_element(batches.begin(), batches.end()) + 1);
+      InklingModel model(*ckpt, run);
+      std::fprintf(stderr, "loaded %s in %.2f s; warm-up ...\n", args->model.c_str(), seconds_since(start));
+      bench_batch(model, 1, std::min(args->prompt, 64), 4);
+      nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+      std::vector<BatchRow> table;
+      for (int batch : batches) {
+        std::vector<double> pp, tg, per, mixed_pp, mixed_tg;
+        for (int rep = 0; rep < args->reps; ++rep) {
+          const BatchRow r = bench_batch(model, batch, args->prompt, args->generate);
+          pp.push_back(r.pp_tok_s);
+          tg.push_back(r.tg_tok_s);
+          per.push_back(r.tg_per_sequence);
+          mixed_pp.push_back(r.mixed_prefill_tok_s);
+          mixed_tg.push_back(r.mixed_decode_tok_s);
+          std::fprintf(stderr, "B=%d rep %d/%d: pp %.1f tok/s, tg %.2f tok/s (%.2f per sequence), pp under load %.1f\n",
+                       batch, rep + 1, args->reps, r.pp_tok_s, r.tg_tok_s, r.tg_per_sequence, r.mixed_prefill_tok_s);
+        }
+        BatchRow m{batch, median(pp), median(tg), median(per), median(mixed_pp), median(mixed_tg)};
+        table.push_back(m);
+        rows.push_back({{"batch", batch}, {"pp_tok_s", m.pp_tok_s}, {"tg_tok_s", m.tg_tok_s},
+                        {"tg_per_sequence_tok_s", m.tg_per_sequence}, {"pp_under_decode_tok_s", m.mixed_prefill_tok_s},
+                        {"tg_during_pp_tok_s", m.mixed_decode_tok_s}, {"tg_all", tg}, {"pp_all", pp}});
+      }
+      struct rusage usage;
+      getrusage(RUSAGE_SELF, &usage);
+      const double peak_rss_gb = double(usage.ru_maxrss) * 1024.0 / 1e9;
+      const double state_mib = double(model.state_bytes(run.context)) / 1048576.0;
+      if (args->json) {
+        nlohmann::ordered_json out = {{"model", args->model}, {"layout", layout_name(ckpt->layout())},
+                                      {"isa", kernels::isa_name()}, {"threads", threads},
+                                      {"precision", args->runtime.fast ? "fast" : "exact"},
+                                      {"pp_tokens", args->prompt}, {"tg_tokens", args->generate},
+                                      {"context", run.context}, {"state_mib_per_sequence", state_mib},
+                                      {"peak_rss_gb", peak_rss_gb}, {"reps", args->reps}, {"batches", rows}};
+        std::cout << out.dump(2) << "\n";
+        return 0;
+      }
+      std::printf("%s, %s, %s, %s, %d threads; pp%d, tg%d per sequence; context %lld: %.1f MiB of KV + state per "
+                  "sequence; peak RSS %.2f GB\n",
+                  std::filesystem::path(args->model).filename().c_str(), layout_name(ckpt->layout()),
+                  args->runtime.fast ? "fast" : "exact", kernels::isa_name(), threads, args->prompt, args->generate,
+                  (long long)run.context, state_mib, peak_rss_gb);
+      std::printf("| B | pp tok/s (all) | tg tok/s (all) | tg tok/s per sequence | tg vs B=1 | pp tok/s under B decodes | tg tok/s meanwhile |\n");
+      std::printf("|---|---|---|---|---|---|---|\n");
+      const double single = table.front().batch == 1 ? table.front().tg_tok_s : 0.0;
+      for (const BatchRow& r : table) {
+        char ratio[32] = "-";
+        if (single > 0) std::snprintf(ratio, sizeof ratio, "%.2fx", r.tg_tok_s / single);
+        std::printf("| %d | %.1f | %.2f | %.2f | %s | %.1f | %.2f |\n", r.batch, r.pp_tok_s, r.tg_tok_s,
+                    r.tg_per_sequence, ratio, r.mixed_prefill_tok_s, r.mixed_decode_tok_s);
+      }
+      return 0;
+    }
     auto ckpt = open_for_inference(args->model, args->runtime);
     run.context = std::max<int64_t>(run.context, std::max(args->prompt, args->depth + args->generate) + 8);
     run.max_chunk = std::min(std::max(args->prompt, args->depth), 512);
