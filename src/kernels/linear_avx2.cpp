@@ -2,6 +2,7 @@
 // linear_avx512.cpp with 8 lanes; 4-bit formats use x split per 16 columns into [even, odd].
 #include <immintrin.h>
 
+#include <type_traits>
 #include <utility>
 
 #include "kernels/backend.h"
@@ -20,7 +21,7 @@ inline __m256i tail_mask(int64_t count) {
                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-inline float reduce(__m256 v) {
+__attribute__((always_inline)) inline float reduce(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
@@ -48,26 +49,56 @@ inline __m256 load8_partial(const uint8_t* row, int64_t c, int64_t count) {
   return load8<F>(bytes, 0);
 }
 
-template <WeightFormat F>
-float dot_dense(const uint8_t* row, const float* x, int64_t cols) {
+// What a pass over a row prefetches of the stream ahead: nothing (a later pass of a decode batch,
+// the row is in cache), non-temporally (the matvec: a weight read once has no use for L2), or
+// into every level (the first pass of a decode batch, whose later passes re-read the rows).
+enum class Prefetch { None, NonTemporal, Keep };
+
+// y[t * ldy] = row . xs[t] for kTokens tokens: each 8 weights are loaded and widened once for all
+// of them. A token's accumulators see the same FMAs in the same order whatever kTokens is, so its
+// result is the matvec's (kTokens = 1) bit for bit.
+template <WeightFormat F, int kTokens, Prefetch kPrefetch>
+__attribute__((always_inline)) inline void dense_row_dots(const uint8_t* row, const float* const* xs, int64_t cols,
+                                                          float* y, int64_t ldy) {
   constexpr int64_t kElementBytes = F == WeightFormat::F32 ? 4 : 2;
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-  __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+  __m256 acc[kTokens][4];
+#pragma GCC unroll 8
+  for (int t = 0; t < kTokens; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = _mm256_setzero_ps();
   int64_t c = 0;
   for (; c + 32 <= cols; c += 32) {
-    const char* ahead = reinterpret_cast<const char*>(row) + c * kElementBytes + kRowPrefetchBytes;
-    for (int64_t line = 0; line < 32 * kElementBytes; line += 64) _mm_prefetch(ahead + line, _MM_HINT_NTA);
-    a0 = _mm256_fmadd_ps(load8<F>(row, c), _mm256_loadu_ps(x + c), a0);
-    a1 = _mm256_fmadd_ps(load8<F>(row, c + 8), _mm256_loadu_ps(x + c + 8), a1);
-    a2 = _mm256_fmadd_ps(load8<F>(row, c + 16), _mm256_loadu_ps(x + c + 16), a2);
-    a3 = _mm256_fmadd_ps(load8<F>(row, c + 24), _mm256_loadu_ps(x + c + 24), a3);
+    if constexpr (kPrefetch != Prefetch::None) {
+      const char* ahead = reinterpret_cast<const char*>(row) + c * kElementBytes + kRowPrefetchBytes;
+      for (int64_t line = 0; line < 32 * kElementBytes; line += 64)
+        _mm_prefetch(ahead + line, kPrefetch == Prefetch::Keep ? _MM_HINT_T0 : _MM_HINT_NTA);
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const __m256 weights = load8<F>(row, c + 8 * j);
+#pragma GCC unroll 8
+      for (int t = 0; t < kTokens; ++t) acc[t][j] = _mm256_fmadd_ps(weights, _mm256_loadu_ps(xs[t] + c + 8 * j), acc[t][j]);
+    }
   }
-  for (; c + 8 <= cols; c += 8) a0 = _mm256_fmadd_ps(load8<F>(row, c), _mm256_loadu_ps(x + c), a0);
+  for (; c + 8 <= cols; c += 8) {
+    const __m256 weights = load8<F>(row, c);
+#pragma GCC unroll 8
+    for (int t = 0; t < kTokens; ++t) acc[t][0] = _mm256_fmadd_ps(weights, _mm256_loadu_ps(xs[t] + c), acc[t][0]);
+  }
   if (c < cols) {
-    __m256 xv = _mm256_maskload_ps(x + c, tail_mask(cols - c));
-    a1 = _mm256_fmadd_ps(load8_partial<F>(row, c, cols - c), xv, a1);
+    const __m256 weights = load8_partial<F>(row, c, cols - c);
+    const __m256i mask = tail_mask(cols - c);
+#pragma GCC unroll 8
+    for (int t = 0; t < kTokens; ++t) acc[t][1] = _mm256_fmadd_ps(weights, _mm256_maskload_ps(xs[t] + c, mask), acc[t][1]);
   }
-  return reduce(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+#pragma GCC unroll 8
+  for (int t = 0; t < kTokens; ++t)
+    y[t * ldy] = reduce(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]), _mm256_add_ps(acc[t][2], acc[t][3])));
+}
+
+template <WeightFormat F>
+float dot_dense(const uint8_t* row, const float* x, int64_t cols) {
+  float y;
+  dense_row_dots<F, 1, Prefetch::NonTemporal>(row, &x, cols, &y, 0);
+  return y;
 }
 
 inline __m128i load_u8x8(const uint8_t* p) {
@@ -158,7 +189,7 @@ float dot_nvfp4(const WeightMatrix& w, int64_t r, const PreparedX& px) {
 // (shift a byte, add), and with three (|Q| < 2^23) a lane stays below 8 * 24 * 2^23 < 2^31, so
 // the dots are exact. Cold 2048 x 2048 on one Zen 5 core: the f32 kernels above ~12 GB/s
 // (compute-bound), one digit ~30.
-inline __m256i q8_lane_dots(__m256i low, __m256i high, const int8_t* x_even, const int8_t* x_odd) {
+__attribute__((always_inline)) inline __m256i q8_lane_dots(__m256i low, __m256i high, const int8_t* x_even, const int8_t* x_odd) {
   const __m256i pairs = _mm256_add_epi16(
       _mm256_maddubs_epi16(low, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_even))),
       _mm256_maddubs_epi16(high, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_odd))));
@@ -168,7 +199,7 @@ inline __m256i q8_lane_dots(__m256i low, __m256i high, const int8_t* x_even, con
 // The lanes of one half (32 bytes of codes) of a chunk against kParts digits of x; `x` is the
 // chunk's digits (kParts blocks of 128 bytes: even columns, then odd).
 template <int kParts>
-inline __m256i q8_digit_dots(__m256i low, __m256i high, const int8_t* x, int half) {
+__attribute__((always_inline)) inline __m256i q8_digit_dots(__m256i low, __m256i high, const int8_t* x, int half) {
   __m256i acc = q8_lane_dots(low, high, x + 32 * half, x + 64 + 32 * half);
   for (int part = 1; part < kParts; ++part)
     acc = _mm256_add_epi32(_mm256_slli_epi32(acc, 8),
@@ -177,7 +208,7 @@ inline __m256i q8_digit_dots(__m256i low, __m256i high, const int8_t* x, int hal
 }
 
 // Eight affine scales / biases (BF16, F16 or F32) as f32.
-inline __m256 load8_params(const uint8_t* p, DType dtype, int64_t index) {
+__attribute__((always_inline)) inline __m256 load8_params(const uint8_t* p, DType dtype, int64_t index) {
   if (dtype == DType::BF16) return load8<WeightFormat::BF16>(p, index);
   if (dtype == DType::F16) return load8<WeightFormat::F16>(p, index);
   return load8<WeightFormat::F32>(p, index);
@@ -185,7 +216,7 @@ inline __m256 load8_params(const uint8_t* p, DType dtype, int64_t index) {
 
 // The weight scale of each 8-column lane of the 64 columns from `column` on (kGroup 8 .. 128).
 template <int kGroup>
-inline __m256 lane_group_scales(const uint8_t* scales, DType dtype, int64_t column) {
+__attribute__((always_inline)) inline __m256 lane_group_scales(const uint8_t* scales, DType dtype, int64_t column) {
   const int64_t g = column / kGroup;
   if constexpr (kGroup >= 64) {
     return _mm256_set1_ps(load_param(scales, dtype, g));
@@ -200,54 +231,88 @@ inline __m256 lane_group_scales(const uint8_t* scales, DType dtype, int64_t colu
   }
 }
 
-// The walk both q8 rows share: per 32 bytes of codes (64 columns, eight lanes), the exact lane
-// dots from lane_dots(v, chunk's x digits, half, first lane), converted and scaled by
-// lane_weight_scales(first column) times the x scales; returns the 8 lane sums.
-template <int kParts, class LaneDots, class LaneWeightScales>
-inline __m256 q8_row_lanes(const uint8_t* codes, int64_t chunks, const PreparedX& px, const LaneDots& lane_dots,
-                           const LaneWeightScales& lane_weight_scales) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+// The two nibble vectors of 32 bytes of codes, as the integer dots take them.
+struct Nibbles {
+  __m256i low, high;
+};
+
+// The walk both q8 rows share, for kTokens tokens at once (xs[0 .. kTokens)): per 32 bytes of codes
+// (64 columns, eight lanes), the codes are unpacked once (unpack(v)) and, for each token, its exact
+// lane dots from token_dots(nibbles, chunk's x digits, half, first lane, token's x), converted and
+// scaled by lane_weight_scales(first column) times the token's x scales. lanes[t] gets token t's 8
+// lane sums. Each token's arithmetic is that of kTokens = 1 (the matvec), in the same order, so a
+// token's result does not depend on the tokens it shares a pass with. kPrefetch: this pass is the
+// first over the row, and prefetches the code stream ahead.
+template <int kParts, int kTokens, bool kPrefetch, class Unpack, class TokenDots, class LaneWeightScales>
+__attribute__((always_inline)) inline void q8_row_lanes(const uint8_t* codes, int64_t chunks, const PreparedX* xs, const Unpack& unpack,
+                         const TokenDots& token_dots, const LaneWeightScales& lane_weight_scales, __m256* lanes) {
+  __m256 acc0[kTokens], acc1[kTokens];
+#pragma GCC unroll 8
+  for (int t = 0; t < kTokens; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
   for (int64_t ch = 0; ch < chunks; ++ch) {
-    _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kRowPrefetchBytes), _MM_HINT_NTA);
-    const int8_t* x = px.x_q8 + 128 * kParts * ch;
+    if constexpr (kPrefetch)
+      _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kRowPrefetchBytes), _MM_HINT_NTA);
+#pragma GCC unroll 2
     for (int half = 0; half < 2; ++half) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 64 * ch + 32 * half));
-      const __m256 dots = _mm256_cvtepi32_ps(lane_dots(v, x, half, 16 * ch + 8 * half));
-      const __m256 lane_scales = _mm256_mul_ps(lane_weight_scales(128 * ch + 64 * half),
-                                               _mm256_loadu_ps(px.x_q8_scale + 16 * ch + 8 * half));
-      if (half == 0)
-        acc0 = _mm256_fmadd_ps(dots, lane_scales, acc0);
-      else
-        acc1 = _mm256_fmadd_ps(dots, lane_scales, acc1);
+      const Nibbles nibbles = unpack(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 64 * ch + 32 * half)));
+      const __m256 weight_scales = lane_weight_scales(128 * ch + 64 * half);
+#pragma GCC unroll 8
+      for (int t = 0; t < kTokens; ++t) {
+        const PreparedX& px = xs[t];
+        const __m256 dots =
+            _mm256_cvtepi32_ps(token_dots(nibbles, px.x_q8 + 128 * kParts * ch, half, 16 * ch + 8 * half, px));
+        const __m256 lane_scales = _mm256_mul_ps(weight_scales, _mm256_loadu_ps(px.x_q8_scale + 16 * ch + 8 * half));
+        if (half == 0)
+          acc0[t] = _mm256_fmadd_ps(dots, lane_scales, acc0[t]);
+        else
+          acc1[t] = _mm256_fmadd_ps(dots, lane_scales, acc1[t]);
+      }
     }
   }
-  return _mm256_add_ps(acc0, acc1);
+#pragma GCC unroll 8
+  for (int t = 0; t < kTokens; ++t) lanes[t] = _mm256_add_ps(acc0[t], acc1[t]);
 }
 
-// One affine 4-bit row: sum over lanes of scale * x_scale * dot(codes, Q), plus the bias term
-// sum_g bias_g * sum(x^ over g) (group_sums_q8), so the result is exactly W . x^.
-template <int kGroup, int kParts>
-float affine4_q8_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
+// One affine 4-bit row for kTokens tokens, y[t * ldy] for token t: sum over lanes of scale *
+// x_scale * dot(codes, Q), plus the bias term sum_g bias_g * sum(x^ over g) (group_sums_q8), so the
+// result is exactly W . x^.
+template <int kGroup, int kParts, int kTokens, bool kPrefetch>
+void affine4_q8_row(const WeightMatrix& w, int64_t r, const PreparedX* xs, float* y, int64_t ldy) {
   const uint8_t* scales = w.scales + r * w.scales_row_stride;
   const uint8_t* biases = w.biases + r * w.biases_row_stride;
   const int64_t groups = w.cols / kGroup;
-  const int64_t param_bytes = groups * (w.scale_dtype == DType::F32 ? 4 : 2);
-  prefetch_lines(scales + kPrefetchRows * w.scales_row_stride, param_bytes);
-  prefetch_lines(biases + kPrefetchRows * w.biases_row_stride, param_bytes);
+  if constexpr (kPrefetch) {
+    const int64_t param_bytes = groups * (w.scale_dtype == DType::F32 ? 4 : 2);
+    prefetch_lines(scales + kPrefetchRows * w.scales_row_stride, param_bytes);
+    prefetch_lines(biases + kPrefetchRows * w.biases_row_stride, param_bytes);
+  }
   const __m256i nibble = _mm256_set1_epi8(15);
-  __m256 acc = q8_row_lanes<kParts>(
-      w.data + r * w.row_stride, w.cols / 128, px,
-      [&](__m256i v, const int8_t* x, int half, int64_t) {
-        return q8_digit_dots<kParts>(_mm256_and_si256(v, nibble), _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble),
-                                     x, half);
+  __m256 acc[kTokens];
+  q8_row_lanes<kParts, kTokens, kPrefetch>(
+      w.data + r * w.row_stride, w.cols / 128, xs,
+      [&](__m256i v) __attribute__((always_inline)) {
+        return Nibbles{_mm256_and_si256(v, nibble), _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble)};
       },
-      [&](int64_t column) { return lane_group_scales<kGroup>(scales, w.scale_dtype, column); });
+      [&](const Nibbles& nibbles, const int8_t* x, int half, int64_t, const PreparedX&) __attribute__((always_inline)) {
+        return q8_digit_dots<kParts>(nibbles.low, nibbles.high, x, half);
+      },
+      [&](int64_t column) __attribute__((always_inline)) { return lane_group_scales<kGroup>(scales, w.scale_dtype, column); }, acc);
   int64_t g = 0;
-  for (; g + 8 <= groups; g += 8)
-    acc = _mm256_fmadd_ps(load8_params(biases, w.scale_dtype, g), _mm256_loadu_ps(px.group_sums_q8 + g), acc);
-  float sum = reduce(acc);
-  for (; g < groups; ++g) sum += load_param(biases, w.scale_dtype, g) * px.group_sums_q8[g];
-  return sum;
+  for (; g + 8 <= groups; g += 8) {
+    const __m256 bias = load8_params(biases, w.scale_dtype, g);
+#pragma GCC unroll 8
+    for (int t = 0; t < kTokens; ++t) acc[t] = _mm256_fmadd_ps(bias, _mm256_loadu_ps(xs[t].group_sums_q8 + g), acc[t]);
+  }
+  // The groups past the last 8 as explicit FMAs: left to contraction, `sum += bias * group_sum`
+  // came out fused in some instantiations and not in others, and a token's result then depended
+  // on the tokens it shared a pass with.
+#pragma GCC unroll 8
+  for (int t = 0; t < kTokens; ++t) {
+    float sum = reduce(acc[t]);
+    for (int64_t tail = g; tail < groups; ++tail)
+      sum = __builtin_fmaf(load_param(biases, w.scale_dtype, tail), xs[t].group_sums_q8[tail], sum);
+    y[t * ldy] = sum;
+  }
 }
 
 // True when none of the n E4M3 bytes has its sign bit set or is NaN (0x7F), as in every ModelOpt
@@ -266,7 +331,7 @@ inline bool e4m3_nonnegative_finite(const uint8_t* bytes, int64_t n) {
 
 // Four E4M3 scales in [0, 0x7E], one per two lanes: [s0, s0, s1, s1, s2, s2, s3, s3]. The bits
 // move to their f32 places and one multiply by 2^120 re-biases, subnormals included.
-inline __m256 e4m3x4_nonnegative_pairs(const uint8_t* block) {
+__attribute__((always_inline)) inline __m256 e4m3x4_nonnegative_pairs(const uint8_t* block) {
   int32_t bytes;
   __builtin_memcpy(&bytes, block, 4);
   const __m256i widened = _mm256_cvtepu8_epi32(_mm_cvtsi32_si128(bytes));
@@ -274,64 +339,107 @@ inline __m256 e4m3x4_nonnegative_pairs(const uint8_t* block) {
   return _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(pairs, 20)), _mm256_set1_ps(0x1p120f));
 }
 
-// One NVFP4 row: nibbles looked up as 2 * fp4 + 12 in [0, 24] (vpshufb, per 128-bit lane), the
-// +12 taken back out by x_q8_nvfp4_offset (-12 * sum(Q) per lane) once the digits are folded,
-// 0.5 folded in at the end. kNonNegativeScales: the row passed e4m3_nonnegative_finite.
-template <int kParts, bool kNonNegativeScales>
-float nvfp4_q8_row(const WeightMatrix& w, int64_t r, const PreparedX& px) {
+// One NVFP4 row for kTokens tokens: nibbles looked up as 2 * fp4 + 12 in [0, 24] (vpshufb, per
+// 128-bit lane), the +12 taken back out by x_q8_nvfp4_offset (-12 * sum(Q) per lane) once the
+// digits are folded, 0.5 folded in at the end. kNonNegativeScales: the row passed
+// e4m3_nonnegative_finite.
+template <int kParts, bool kNonNegativeScales, int kTokens, bool kPrefetch>
+void nvfp4_q8_row(const WeightMatrix& w, int64_t r, const PreparedX* xs, float* y, int64_t ldy) {
   const uint8_t* scales = w.scales + r * w.scales_row_stride;
   const float* table = e4m3_table();
-  prefetch_lines(scales + kPrefetchRows * w.scales_row_stride, w.cols / 16);
+  if constexpr (kPrefetch) prefetch_lines(scales + kPrefetchRows * w.scales_row_stride, w.cols / 16);
   const __m256i values = _mm256_broadcastsi128_si256(
       _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
   const __m256i nibble = _mm256_set1_epi8(15);
-  const __m256 lanes = q8_row_lanes<kParts>(
-      w.data + r * w.row_stride, w.cols / 128, px,
-      [&](__m256i v, const int8_t* x, int half, int64_t first_lane) {
-        const __m256i low = _mm256_shuffle_epi8(values, _mm256_and_si256(v, nibble));
-        const __m256i high = _mm256_shuffle_epi8(values, _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble));
+  __m256 lanes[kTokens];
+  q8_row_lanes<kParts, kTokens, kPrefetch>(
+      w.data + r * w.row_stride, w.cols / 128, xs,
+      [&](__m256i v) __attribute__((always_inline)) {
+        return Nibbles{_mm256_shuffle_epi8(values, _mm256_and_si256(v, nibble)),
+                       _mm256_shuffle_epi8(values, _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble))};
+      },
+      [&](const Nibbles& nibbles, const int8_t* x, int half, int64_t first_lane, const PreparedX& px) __attribute__((always_inline)) {
         const __m256i offset =
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(px.x_q8_nvfp4_offset + first_lane));
-        return _mm256_add_epi32(q8_digit_dots<kParts>(low, high, x, half), offset);
+        return _mm256_add_epi32(q8_digit_dots<kParts>(nibbles.low, nibbles.high, x, half), offset);
       },
-      [&](int64_t column) {
+      [&](int64_t column) __attribute__((always_inline)) {
         // Lane l covers columns 8 l .. 8 l + 7 of the 64: block l / 2 of the four 16-column blocks.
         const uint8_t* block = scales + column / 16;
         if constexpr (kNonNegativeScales) return e4m3x4_nonnegative_pairs(block);
         const float s0 = table[block[0]], s1 = table[block[1]], s2 = table[block[2]], s3 = table[block[3]];
         return _mm256_setr_ps(s0, s0, s1, s1, s2, s2, s3, s3);
-      });
-  return reduce(lanes) * (0.5f * w.global_scale);
+      },
+      lanes);
+#pragma GCC unroll 8
+  for (int t = 0; t < kTokens; ++t) y[t * ldy] = reduce(lanes[t]) * (0.5f * w.global_scale);
 }
 
-template <int kGroup, int kParts>
-void affine4_q8_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end, float* y) {
-  for (int64_t r = row_begin; r < row_end; ++r) y[r - row_begin] = affine4_q8_row<kGroup, kParts>(w, r, px);
-}
-
-// The matvec of a vnni_matvec_shape matrix with x given as x_q8 (kParts digits).
-template <int kParts>
-void q8_matvec_rows_parts(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end, float* y) {
+// One row of a vnni_matvec_shape matrix for kTokens tokens (x as x_q8, kParts digits), y[t * ldy].
+template <int kParts, int kTokens, bool kPrefetch>
+void q8_row(const WeightMatrix& w, int64_t r, const PreparedX* xs, float* y, int64_t ldy) {
   if (w.format == WeightFormat::NvFp4) {
-    for (int64_t r = row_begin; r < row_end; ++r)
-      y[r - row_begin] =
-          w.scales_nonnegative_finite || e4m3_nonnegative_finite(w.scales + r * w.scales_row_stride, w.cols / 16)
-              ? nvfp4_q8_row<kParts, true>(w, r, px)
-              : nvfp4_q8_row<kParts, false>(w, r, px);
-    return;
+    if (w.scales_nonnegative_finite || e4m3_nonnegative_finite(w.scales + r * w.scales_row_stride, w.cols / 16))
+      return nvfp4_q8_row<kParts, true, kTokens, kPrefetch>(w, r, xs, y, ldy);
+    return nvfp4_q8_row<kParts, false, kTokens, kPrefetch>(w, r, xs, y, ldy);
   }
   switch (w.group_size) {
-    case 8: return affine4_q8_rows<8, kParts>(w, px, row_begin, row_end, y);
-    case 16: return affine4_q8_rows<16, kParts>(w, px, row_begin, row_end, y);
-    case 32: return affine4_q8_rows<32, kParts>(w, px, row_begin, row_end, y);
-    case 64: return affine4_q8_rows<64, kParts>(w, px, row_begin, row_end, y);
-    default: return affine4_q8_rows<128, kParts>(w, px, row_begin, row_end, y);
+    case 8: return affine4_q8_row<8, kParts, kTokens, kPrefetch>(w, r, xs, y, ldy);
+    case 16: return affine4_q8_row<16, kParts, kTokens, kPrefetch>(w, r, xs, y, ldy);
+    case 32: return affine4_q8_row<32, kParts, kTokens, kPrefetch>(w, r, xs, y, ldy);
+    case 64: return affine4_q8_row<64, kParts, kTokens, kPrefetch>(w, r, xs, y, ldy);
+    default: return affine4_q8_row<128, kParts, kTokens, kPrefetch>(w, r, xs, y, ldy);
   }
 }
 
+// The matvec of a vnni_matvec_shape matrix with x given as x_q8.
 void q8_matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end, float* y) {
-  if (px.x_q8_parts == 3) return q8_matvec_rows_parts<3>(w, px, row_begin, row_end, y);
-  q8_matvec_rows_parts<1>(w, px, row_begin, row_end, y);
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    if (px.x_q8_parts == 3)
+      q8_row<3, 1, true>(w, r, &px, y + (r - row_begin), 0);
+    else
+      q8_row<1, 1, true>(w, r, &px, y + (r - row_begin), 0);
+  }
+}
+
+// Tokens per pass over a row in the decode-batch kernel: each 32 bytes of codes is unpacked once
+// for all of them, and their 8 accumulators stay in registers. On the AVX2 host (one thread,
+// hot 2048 x 2048 q4g64) the one-digit kernel costs ~0.35-0.5 of a matvec per token this way;
+// 3 tokens per pass and 8 (one half of each chunk at a time, to free the registers) were no
+// faster.
+constexpr int kQ8PassTokens = 4;
+
+// f(std::integral_constant<int, count>()) for a run-time count in [1, kMax].
+template <int kMax, class F>
+inline void with_token_count(int count, const F& f) {
+  if constexpr (kMax > 1) {
+    if (count < kMax) return with_token_count<kMax - 1>(count, f);
+  }
+  f(std::integral_constant<int, kMax>());
+}
+
+// A decode batch on x_q8 (every token's): per block of rows, the tokens in passes of
+// kQ8PassTokens over each row; the block's codes stay in L1 from one pass to the next, and only
+// the first pass prefetches.
+template <int kParts>
+void q8_matvec_rows_multi(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin, int64_t row_end,
+                          float* y, int64_t ldy) {
+  constexpr int kPass = kQ8PassTokens;
+  constexpr int64_t kBlockRows = 4;
+  for (int64_t begin = row_begin; begin < row_end; begin += kBlockRows) {
+    const int64_t end = min_i64(row_end, begin + kBlockRows);
+    for (int t = 0; t < n; t += kPass) {
+      with_token_count<kPass>(n - t < kPass ? n - t : kPass, [&](auto tokens) {
+        for (int64_t r = begin; r < end; ++r) {
+          float* out = y + t * ldy + (r - row_begin);
+          if (t == 0)
+            q8_row<kParts, decltype(tokens)::value, true>(w, r, xs + t, out, ldy);
+          else
+            q8_row<kParts, decltype(tokens)::value, false>(w, r, xs + t, out, ldy);
+        }
+      });
+    }
+  }
 }
 
 bool affine_fast_path(const WeightMatrix& w) { return w.group_size % 16 == 0; }
@@ -367,8 +475,54 @@ void matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, 
   scalar_backend().matvec_rows(w, px, row_begin, row_end, y);
 }
 
+// Tokens per pass over a dense row (4 accumulators each): two tokens' x (8 KiB each at 2048
+// columns) stay in L1 beside the rows going by; three measured no faster.
+constexpr int kDensePassTokens = 2;
+
+// A decode batch on dense rows: per block of ~32 KiB of rows (L2-resident between passes), the
+// tokens in passes of kDensePassTokens, whose x (8 KiB each at 2048 columns) stay in L1 while the
+// block's rows go by; the first pass prefetches the stream into every cache level for the others.
+template <WeightFormat F>
+void dense_rows_multi(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin, int64_t row_end,
+                      float* y, int64_t ldy) {
+  constexpr int64_t kBlockBytes = 32 << 10;
+  const int64_t block_rows = w.row_stride >= kBlockBytes ? 1 : kBlockBytes / w.row_stride;
+  for (int64_t begin = row_begin; begin < row_end; begin += block_rows) {
+    const int64_t end = min_i64(row_end, begin + block_rows);
+    for (int t = 0; t < n; t += kDensePassTokens) {
+      const float* x[kDensePassTokens];
+      const int count = n - t < kDensePassTokens ? n - t : kDensePassTokens;
+      for (int i = 0; i < count; ++i) x[i] = xs[t + i].x;
+      with_token_count<kDensePassTokens>(count, [&](auto tokens) {
+        constexpr int kTokens = decltype(tokens)::value;
+        for (int64_t r = begin; r < end; ++r) {
+          const uint8_t* row = w.data + r * w.row_stride;
+          float* out = y + t * ldy + (r - row_begin);
+          if (t == 0)
+            dense_row_dots<F, kTokens, Prefetch::Keep>(row, x, w.cols, out, ldy);
+          else
+            dense_row_dots<F, kTokens, Prefetch::None>(row, x, w.cols, out, ldy);
+        }
+      });
+    }
+  }
+}
+
+// Decode batches: the dense formats and the 4-bit integer decode have multi-token kernels; the
+// other formats, and 4-bit batches in which some token has no x_q8 (an inf or NaN in its x), go
+// token by token.
 void matvec_rows_multi(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin, int64_t row_end,
                        float* y, int64_t ldy) {
+  switch (w.format) {
+    case WeightFormat::F32: return dense_rows_multi<WeightFormat::F32>(w, xs, n, row_begin, row_end, y, ldy);
+    case WeightFormat::BF16: return dense_rows_multi<WeightFormat::BF16>(w, xs, n, row_begin, row_end, y, ldy);
+    case WeightFormat::F16: return dense_rows_multi<WeightFormat::F16>(w, xs, n, row_begin, row_end, y, ldy);
+    default: break;
+  }
+  bool all_q8 = w.format == WeightFormat::NvFp4 || (w.format == WeightFormat::Affine && w.bits == 4);
+  for (int t = 0; t < n && all_q8; ++t) all_q8 = xs[t].x_q8 && xs[t].x_q8_parts == xs[0].x_q8_parts;
+  if (all_q8 && xs[0].x_q8_parts == 3) return q8_matvec_rows_multi<3>(w, xs, n, row_begin, row_end, y, ldy);
+  if (all_q8) return q8_matvec_rows_multi<1>(w, xs, n, row_begin, row_end, y, ldy);
   matvec_rows_each_token(matvec_rows, w, xs, n, row_begin, row_end, y, ldy);
 }
 
