@@ -526,6 +526,22 @@ void swiglu_decode_batch(const Backend& backend, const WeightMatrix& gate, const
   });
 }
 
+// The row groups of a mixed step, in order, as (first row, count) to `product`: decode rows in
+// decode batches of up to kDecodeBatchMaxTokens; a prompt chunk too short for the prefill path
+// joins them (any row of a decode batch is computed as alone, so it loses nothing), a longer one
+// is one prefill product.
+template <class Product>
+void for_mixed_groups(int64_t n, int64_t decode_rows, const char* what, const Product& product) {
+  if (decode_rows < 0 || decode_rows > n)
+    throw Error(std::string(what) + ": decode_rows " + std::to_string(decode_rows) + " outside [0, " +
+                std::to_string(n) + "]");
+  const bool prefill = n - decode_rows > kDecodeBatchMaxTokens;
+  const int64_t batched = prefill ? decode_rows : n;
+  for (int64_t first = 0; first < batched; first += kDecodeBatchMaxTokens)
+    product(first, std::min(kDecodeBatchMaxTokens, batched - first));
+  if (prefill) product(decode_rows, n - decode_rows);
+}
+
 }  // namespace
 
 void set_matmul_precision(MatmulPrecision precision) { precision_setting().store(precision); }
@@ -577,6 +593,12 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
       else
         backend.matmul_rows(w, x, n, range.begin, range.end, y + range.begin, w.rows);
     }
+  });
+}
+
+void matmul_mixed(const WeightMatrix& w, const float* x, int64_t n, int64_t decode_rows, float* y) {
+  for_mixed_groups(n, decode_rows, "matmul_mixed", [&](int64_t first, int64_t count) {
+    matmul(w, x + first * w.cols, count, y + first * w.rows);
   });
 }
 
@@ -673,6 +695,13 @@ void swiglu_matmul(const WeightMatrix& gate, const WeightMatrix& up, const float
         for (int64_t i = 0; i < count; ++i) row[i] = silu(row[i]) * up_row[i];
       }
     }
+  });
+}
+
+void swiglu_matmul_mixed(const WeightMatrix& gate, const WeightMatrix& up, const float* x, int64_t n,
+                         int64_t decode_rows, float* out) {
+  for_mixed_groups(n, decode_rows, "swiglu_matmul_mixed", [&](int64_t first, int64_t count) {
+    swiglu_matmul(gate, up, x + first * gate.cols, count, out + first * gate.rows);
   });
 }
 

@@ -43,6 +43,11 @@ inline constexpr int64_t kDecodeBatchMaxTokens = 32;
 // Y[n, rows] = X[n, cols] W^T  (X and Y row-major, contiguous)
 void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y);
 
+// A batched step's rows in one call: X's first decode_rows rows are decode tokens, each of which
+// gets bit for bit its own matvec (however many there are), the other n - decode_rows rows are a
+// prompt chunk, computed as matmul computes them alone. 0 <= decode_rows <= n.
+void matmul_mixed(const WeightMatrix& w, const float* x, int64_t n, int64_t decode_rows, float* y);
+
 // out[rows] = silu(gate x) * (up x): the fused SwiGLU front half (gate and up share shape).
 void swiglu_matvec(const WeightMatrix& gate, const WeightMatrix& up, const float* x, float* out);
 
@@ -58,5 +63,9 @@ void swiglu_matvec_batch(std::span<const SwigluProduct> products);
 // Batched form: out[n, rows] = silu(X gate^T) * (X up^T).
 void swiglu_matmul(const WeightMatrix& gate, const WeightMatrix& up, const float* x, int64_t n,
                    float* out);
+
+// swiglu_matmul with matmul_mixed's rows: the first decode_rows give what swiglu_matvec gives each.
+void swiglu_matmul_mixed(const WeightMatrix& gate, const WeightMatrix& up, const float* x, int64_t n,
+                         int64_t decode_rows, float* out);
 
 }  // namespace inkling::kernels

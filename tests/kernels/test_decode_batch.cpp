@@ -8,6 +8,7 @@
 
 #include "kernel_test_util.h"
 #include "kernels/linear.h"
+#include "tensor/error.h"
 
 namespace inkling::test {
 namespace {
@@ -219,6 +220,57 @@ TEST(DecodeBatch, TokensRewrittenInPlace) {
       }
     }
   }
+}
+
+// matmul_mixed / swiglu_matmul_mixed: the decode rows of a step give their matvecs, the prompt
+// rows what matmul / swiglu_matmul give them alone, for every way of splitting a step (prompt
+// chunks longer than a decode batch or not, more decode rows than one batch holds).
+TEST(DecodeBatch, MixedStepsSplitDecodeAndPromptRows) {
+  IsaGuard guard;
+  PrecisionGuard restore(kernels::matmul_precision());
+  std::mt19937 rng(2029);
+  const FormatSpec specs[] = {{WeightFormat::BF16},
+                              {WeightFormat::Affine, 4, 64, DType::BF16},
+                              {WeightFormat::NvFp4, 4, 16, DType::F8_E4M3}};
+  const struct {
+    int64_t n, decode_rows;
+  } steps[] = {{1, 1}, {3, 1}, {3, 0}, {40, 5}, {40, 35}, {70, 70}, {50, 0}, {kMaxTokens + 1, kMaxTokens}};
+  for (const FormatSpec& spec : specs) {
+    TestMatrix w13(spec, 33, 256, 2, rng);
+    const WeightMatrix gate = w13.view(0), up = w13.view(1);
+    const std::vector<float> x = token_rows(70, 256, rng);
+    for (MatmulPrecision precision : {MatmulPrecision::Exact, MatmulPrecision::Bf16Activations}) {
+      kernels::set_matmul_precision(precision);
+      for (Isa isa : testable_isas()) {
+        kernels::set_isa(isa);
+        for (const auto& step : steps) {
+          const std::string what = spec.name() + " " + kernels::isa_name(isa) + " " + precision_name(precision) +
+                                   " n=" + std::to_string(step.n) + " decode=" + std::to_string(step.decode_rows);
+          const int64_t rows = gate.rows, d = step.decode_rows, prompt = step.n - d;
+          std::vector<float> mixed(size_t(step.n * rows), NAN), swiglu(mixed.size(), NAN);
+          kernels::matmul_mixed(up, x.data(), step.n, d, mixed.data());
+          kernels::swiglu_matmul_mixed(gate, up, x.data(), step.n, d, swiglu.data());
+          std::vector<float> alone(size_t(rows), NAN);
+          for (int64_t t = 0; t < d; ++t) {
+            kernels::matvec(up, x.data() + t * 256, alone.data());
+            expect_same_bits(mixed.data() + t * rows, alone.data(), rows, what + " matvec row " + std::to_string(t));
+            kernels::swiglu_matvec(gate, up, x.data() + t * 256, alone.data());
+            expect_same_bits(swiglu.data() + t * rows, alone.data(), rows, what + " swiglu row " + std::to_string(t));
+          }
+          if (prompt == 0) continue;
+          std::vector<float> chunk(size_t(prompt * rows), NAN);
+          kernels::matmul(up, x.data() + d * 256, prompt, chunk.data());
+          expect_same_bits(mixed.data() + d * rows, chunk.data(), prompt * rows, what + " prompt rows");
+          kernels::swiglu_matmul(gate, up, x.data() + d * 256, prompt, chunk.data());
+          expect_same_bits(swiglu.data() + d * rows, chunk.data(), prompt * rows, what + " swiglu prompt rows");
+        }
+      }
+    }
+  }
+  TestMatrix matrix(specs[1], 4, 256, 1, rng);
+  std::vector<float> x(2 * 256), y(2 * 4);
+  EXPECT_THROW(kernels::matmul_mixed(matrix.view(0), x.data(), 1, 2, y.data()), Error);
+  EXPECT_THROW(kernels::swiglu_matmul_mixed(matrix.view(0), matrix.view(0), x.data(), 2, -1, y.data()), Error);
 }
 
 }  // namespace
