@@ -526,20 +526,20 @@ void swiglu_decode_batch(const Backend& backend, const WeightMatrix& gate, const
   });
 }
 
-// The row groups of a mixed step, in order, as (first row, count) to `product`: decode rows in
-// decode batches of up to kDecodeBatchMaxTokens; a prompt chunk too short for the prefill path
-// joins them (any row of a decode batch is computed as alone, so it loses nothing), a longer one
-// is one prefill product.
-template <class Product>
-void for_mixed_groups(int64_t n, int64_t decode_rows, const char* what, const Product& product) {
+// A mixed step's decode rows, in decode batches of up to kDecodeBatchMaxTokens (first row, count)
+// to `decode`; the rows after them, if any, to `prefill` as one product. A prompt row always
+// takes the prefill path, however few there are: which kernel a row takes must depend on its
+// own sequence's share of the step (one token or a chunk), never on how many rows the other
+// sequences bring, or a sequence would not get the bits it gets alone.
+template <class Decode, class Prefill>
+void for_mixed_groups(int64_t n, int64_t decode_rows, const char* what, const Decode& decode,
+                      const Prefill& prefill) {
   if (decode_rows < 0 || decode_rows > n)
     throw Error(std::string(what) + ": decode_rows " + std::to_string(decode_rows) + " outside [0, " +
                 std::to_string(n) + "]");
-  const bool prefill = n - decode_rows > kDecodeBatchMaxTokens;
-  const int64_t batched = prefill ? decode_rows : n;
-  for (int64_t first = 0; first < batched; first += kDecodeBatchMaxTokens)
-    product(first, std::min(kDecodeBatchMaxTokens, batched - first));
-  if (prefill) product(decode_rows, n - decode_rows);
+  for (int64_t first = 0; first < decode_rows; first += kDecodeBatchMaxTokens)
+    decode(first, std::min(kDecodeBatchMaxTokens, decode_rows - first));
+  if (n > decode_rows) prefill(decode_rows, n - decode_rows);
 }
 
 }  // namespace
@@ -577,12 +577,9 @@ void matvec_batch(std::span<const MatvecProduct> products) {
   });
 }
 
-void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
-  if (n == 1) return matvec(w, x, y);
-  check(w, "matmul");
-  if (n <= 0) return;
-  const Backend& backend = active_backend();
-  if (n <= kDecodeBatchMaxTokens) return matmul_decode_batch(backend, w, x, n, y);
+// The prefill path: X rows through the tiled kernels (each output depends only on its own row
+// of X, whatever n is).
+static void matmul_tiled(const Backend& backend, const WeightMatrix& w, const float* x, int64_t n, float* y) {
   const int threads = threads_for(w, n);
   const uint16_t* x_bf16 = use_bf16_matmul(backend, w) ? round_to_bf16(x, n, w.cols) : nullptr;
   parallel_run(threads, [&](int thread, int count) {
@@ -596,10 +593,25 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
   });
 }
 
+
+void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
+  if (n == 1) return matvec(w, x, y);
+  check(w, "matmul");
+  if (n <= 0) return;
+  const Backend& backend = active_backend();
+  if (n <= kDecodeBatchMaxTokens) return matmul_decode_batch(backend, w, x, n, y);
+  matmul_tiled(backend, w, x, n, y);
+}
+
 void matmul_mixed(const WeightMatrix& w, const float* x, int64_t n, int64_t decode_rows, float* y) {
-  for_mixed_groups(n, decode_rows, "matmul_mixed", [&](int64_t first, int64_t count) {
-    matmul(w, x + first * w.cols, count, y + first * w.rows);
-  });
+  if (n <= 0) return;
+  check(w, "matmul");
+  for_mixed_groups(
+      n, decode_rows, "matmul_mixed",
+      [&](int64_t first, int64_t count) { matmul(w, x + first * w.cols, count, y + first * w.rows); },
+      [&](int64_t first, int64_t count) {
+        matmul_tiled(active_backend(), w, x + first * w.cols, count, y + first * w.rows);
+      });
 }
 
 void swiglu_matvec(const WeightMatrix& gate, const WeightMatrix& up, const float* x, float* out) {
@@ -639,13 +651,9 @@ void swiglu_matvec_batch(std::span<const SwigluProduct> products) {
   });
 }
 
-void swiglu_matmul(const WeightMatrix& gate, const WeightMatrix& up, const float* x, int64_t n,
-                   float* out) {
-  if (n == 1) return swiglu_matvec(gate, up, x, out);
-  check_pair(gate, up);
-  if (n <= 0) return;
-  const Backend& backend = active_backend();
-  if (n <= kDecodeBatchMaxTokens) return swiglu_decode_batch(backend, gate, up, x, n, out);
+// swiglu_matmul's prefill path (tiled; each output depends only on its own row of X).
+static void swiglu_tiled(const Backend& backend, const WeightMatrix& gate, const WeightMatrix& up, const float* x,
+                  int64_t n, float* out) {
   const int threads = threads_for(gate, 2 * n);
   const uint16_t* x_bf16 =
       use_bf16_matmul(backend, gate) ? round_to_bf16(x, n, gate.cols) : nullptr;
@@ -698,19 +706,39 @@ void swiglu_matmul(const WeightMatrix& gate, const WeightMatrix& up, const float
   });
 }
 
+
+void swiglu_matmul(const WeightMatrix& gate, const WeightMatrix& up, const float* x, int64_t n,
+                   float* out) {
+  if (n == 1) return swiglu_matvec(gate, up, x, out);
+  check_pair(gate, up);
+  if (n <= 0) return;
+  const Backend& backend = active_backend();
+  if (n <= kDecodeBatchMaxTokens) return swiglu_decode_batch(backend, gate, up, x, n, out);
+  swiglu_tiled(backend, gate, up, x, n, out);
+}
+
 void swiglu_matmul_mixed(const WeightMatrix& gate, const WeightMatrix& up, const float* x, int64_t n,
                          int64_t decode_rows, float* out) {
-  for_mixed_groups(n, decode_rows, "swiglu_matmul_mixed", [&](int64_t first, int64_t count) {
-    swiglu_matmul(gate, up, x + first * gate.cols, count, out + first * gate.rows);
-  });
+  if (n <= 0) return;
+  check_pair(gate, up);
+  for_mixed_groups(
+      n, decode_rows, "swiglu_matmul_mixed",
+      [&](int64_t first, int64_t count) {
+        swiglu_matmul(gate, up, x + first * gate.cols, count, out + first * gate.rows);
+      },
+      [&](int64_t first, int64_t count) {
+        swiglu_tiled(active_backend(), gate, up, x + first * gate.cols, count, out + first * gate.rows);
+      });
 }
 
 namespace detail {
 
-// Blocks of ~16 KiB of weights: they stay in L1 / L2 while every token takes its turn.
+// Blocks of ~8 KiB of weights, so they are still in L1 when the next token comes: the decode rows
+// prefetch their stream non-temporally, and on AMD such a line leaves L1 for nowhere (it is not
+// kept in L2), so a block evicted between two tokens would be read from memory again.
 void matvec_rows_each_token(MatvecRowsFn rows, const WeightMatrix& w, const PreparedX* xs, int n,
                             int64_t row_begin, int64_t row_end, float* y, int64_t ldy) {
-  constexpr int64_t kBlockBytes = 16 << 10;
+  constexpr int64_t kBlockBytes = 8 << 10;
   const int64_t row_bytes = std::max<int64_t>(1, w.bytes_read() / std::max<int64_t>(1, w.rows));
   const int64_t block = std::max<int64_t>(1, kBlockBytes / row_bytes);
   for (int64_t begin = row_begin; begin < row_end; begin += block) {

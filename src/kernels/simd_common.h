@@ -60,8 +60,9 @@ inline float bf16_bits_to_f32(uint16_t bits) {
   return value;
 }
 
-// One affine scale / bias element as f32. Always inlined: GCC left it a call inside the 4-bit
-// decode loops (AVX2 q8 rows), a call with the vector registers spilled around it per 64 columns.
+// One affine scale / bias element as f32. Always inlined: once the AVX2 q8 rows had an
+// instantiation per token count (decode batches), GCC left it a call inside their loops, with the
+// vector registers spilled around it every 64 columns.
 __attribute__((always_inline)) inline float load_param(const uint8_t* p, DType dtype, int64_t index) {
   if (dtype == DType::BF16) {
     uint16_t bits;
