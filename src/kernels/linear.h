@@ -44,8 +44,10 @@ inline constexpr int64_t kDecodeBatchMaxTokens = 32;
 void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y);
 
 // A batched step's rows in one call: X's first decode_rows rows are decode tokens, each of which
-// gets bit for bit its own matvec (however many there are), the other n - decode_rows rows are a
-// prompt chunk, computed as matmul computes them alone. 0 <= decode_rows <= n.
+// gets bit for bit its own matvec (however many there are); the other n - decode_rows rows are
+// prompt rows, always through the prefill (tiled) kernels, whose outputs depend only on their own
+// row of X (so a prompt row gets the same bits whatever else shares the call; plain matmul sends
+// n <= kDecodeBatchMaxTokens to the decode kernels instead). 0 <= decode_rows <= n.
 void matmul_mixed(const WeightMatrix& w, const float* x, int64_t n, int64_t decode_rows, float* y);
 
 // out[rows] = silu(gate x) * (up x): the fused SwiGLU front half (gate and up share shape).

@@ -289,7 +289,10 @@ void InklingModel::forward_batch(std::span<const BatchItem> items) {
   if (rows > options_.max_chunk)
     throw Error("batched step: " + std::to_string(rows) + " tokens exceed the step budget of " +
                 std::to_string(options_.max_chunk));
-  forward_step(items, nullptr);
+  // Single-token items first: their rows go through the decode kernels, as they would alone.
+  std::vector<BatchItem> ordered(items.begin(), items.end());
+  std::stable_partition(ordered.begin(), ordered.end(), [](const BatchItem& item) { return item.tokens.size() == 1; });
+  forward_step(ordered, nullptr);
 }
 
 void InklingModel::forward_step(std::span<const BatchItem> items, float* all_logits) {
@@ -298,6 +301,11 @@ void InklingModel::forward_step(std::span<const BatchItem> items, float* all_log
                                               : kernels::MatmulPrecision::Exact);
   const int64_t h = c.hidden_size;
   for (const BatchItem& item : items) reserve(*item.state, item.state->position + int64_t(item.tokens.size()));
+  // Which kernels a row takes depends only on its own sequence's share of the step, never on the
+  // others': a single-token share (a decode token) takes the decode kernels, longer shares the
+  // prefill kernels. So each sequence gets the bits it gets alone. Single-token items come first.
+  decode_rows_ = 0;
+  while (decode_rows_ < int64_t(items.size()) && items[size_t(decode_rows_)].tokens.size() == 1) ++decode_rows_;
   int64_t rows = 0;
   for (const BatchItem& item : items)
     for (int32_t token : item.tokens) {
@@ -350,10 +358,11 @@ void InklingModel::forward_step(std::span<const BatchItem> items, float* all_log
   if (count == 0) return;
   WeightMatrix head = weights_.lm_head;
   head.rows = vocab_;  // the padded rows are never produced
-  if (all_logits) return kernels::matmul(head, h_.data(), count, all_logits);
+  if (all_logits) return kernels::matmul_mixed(head, h_.data(), count, 0, all_logits);
   if (count == 1) return kernels::matvec(head, h_.data(), outputs[0]);
+  // Every sampling row is one sequence's last: each takes the matvec it takes alone.
   head_logits_.resize(size_t(count * vocab_));
-  kernels::matmul(head, h_.data(), count, head_logits_.data());
+  kernels::matmul_mixed(head, h_.data(), count, count, head_logits_.data());
   for (int64_t i = 0; i < count; ++i)
     std::memcpy(outputs[size_t(i)], head_logits_.data() + i * vocab_, size_t(vocab_) * sizeof(float));
 }
@@ -367,17 +376,17 @@ void InklingModel::attention(int layer, std::span<const BatchItem> items, int64_
                                                   {&lw.attn.r, h_.data(), r_.data()}};
     kernels::matvec_batch(projections);
   } else {
-    kernels::matmul(lw.attn.q, h_.data(), rows, q_.data());
-    kernels::matmul(lw.attn.k, h_.data(), rows, k_.data());
-    kernels::matmul(lw.attn.v, h_.data(), rows, v_.data());
-    kernels::matmul(lw.attn.r, h_.data(), rows, r_.data());
+    kernels::matmul_mixed(lw.attn.q, h_.data(), rows, decode_rows_, q_.data());
+    kernels::matmul_mixed(lw.attn.k, h_.data(), rows, decode_rows_, k_.data());
+    kernels::matmul_mixed(lw.attn.v, h_.data(), rows, decode_rows_, v_.data());
+    kernels::matmul_mixed(lw.attn.r, h_.data(), rows, decode_rows_, r_.data());
   }
   int64_t row0 = 0;
   for (const BatchItem& item : items) {
     attend_sequence(layer, *item.state, row0, int64_t(item.tokens.size()));
     row0 += int64_t(item.tokens.size());
   }
-  kernels::matmul(lw.attn.o, attn_out_.data(), rows, a_.data());
+  kernels::matmul_mixed(lw.attn.o, attn_out_.data(), rows, decode_rows_, a_.data());
 }
 
 // Rows row0 .. row0 + n of q_ / k_ / v_ / r_ are one sequence's next n tokens: their convolution
@@ -479,8 +488,8 @@ void InklingModel::mlp(int layer, int64_t n) {
   const MlpWeights& mw = weights_.layers[size_t(layer)].mlp;
   const int64_t h = c.hidden_size;
   if (mw.dense) {
-    kernels::swiglu_matmul(mw.dense_mlp.gate, mw.dense_mlp.up, h_.data(), n, expert_act_.data());
-    kernels::matmul(mw.dense_mlp.down, expert_act_.data(), n, m_.data());
+    kernels::swiglu_matmul_mixed(mw.dense_mlp.gate, mw.dense_mlp.up, h_.data(), n, decode_rows_, expert_act_.data());
+    kernels::matmul_mixed(mw.dense_mlp.down, expert_act_.data(), n, decode_rows_, m_.data());
     for (int64_t i = 0; i < n * h; ++i) m_[size_t(i)] *= mw.global_scale;
     return;
   }
@@ -491,7 +500,7 @@ void InklingModel::mlp(int layer, int64_t n) {
     // so the (small) router product is always exact.
     kernels::MatmulPrecision saved = kernels::matmul_precision();
     kernels::set_matmul_precision(kernels::MatmulPrecision::Exact);
-    kernels::matmul(mw.router, h_.data(), n, router_logits_.data());
+    kernels::matmul_mixed(mw.router, h_.data(), n, decode_rows_, router_logits_.data());
     kernels::set_matmul_precision(saved);
   }
   // Per token: selection by sigmoid + correction bias; weights = softmax of logsigmoid over the
@@ -518,8 +527,11 @@ void InklingModel::mlp(int layer, int64_t n) {
     for (int64_t i = 0; i < count; ++i)
       std::memcpy(expert_in_.data() + i * h, h_.data() + rows[size_t(i)] * h, size_t(h) * 4);
     const GatedExpert& expert = mw.experts[size_t(e)];
-    kernels::swiglu_matmul(expert.gate, expert.up, expert_in_.data(), count, expert_act_.data());
-    kernels::matmul(expert.down, expert_act_.data(), count, expert_out_.data());
+    // Rows are gathered in step order, so the decode rows among them come first.
+    int64_t decode_count = 0;
+    while (decode_count < count && rows[size_t(decode_count)] < decode_rows_) ++decode_count;
+    kernels::swiglu_matmul_mixed(expert.gate, expert.up, expert_in_.data(), count, decode_count, expert_act_.data());
+    kernels::matmul_mixed(expert.down, expert_act_.data(), count, decode_count, expert_out_.data());
     for (int64_t i = 0; i < count; ++i) {
       float w = row_weight[size_t(i)];
       float* dst = m_.data() + rows[size_t(i)] * h;
@@ -530,13 +542,13 @@ void InklingModel::mlp(int layer, int64_t n) {
   // Shared experts: gammas multiply silu(gate) * up before the down projection.
   for (int64_t sh = 0; sh < shared; ++sh) {
     const GatedExpert& expert = mw.shared[size_t(sh)];
-    kernels::swiglu_matmul(expert.gate, expert.up, h_.data(), n, expert_act_.data());
+    kernels::swiglu_matmul_mixed(expert.gate, expert.up, h_.data(), n, decode_rows_, expert_act_.data());
     for (int64_t t = 0; t < n; ++t) {
       float w = weight[size_t(t * (top_k + shared) + top_k + sh)];
       float* act = expert_act_.data() + t * width;
       for (int64_t j = 0; j < width; ++j) act[j] *= w;
     }
-    kernels::matmul(expert.down, expert_act_.data(), n, expert_out_.data());
+    kernels::matmul_mixed(expert.down, expert_act_.data(), n, decode_rows_, expert_out_.data());
     for (int64_t i = 0; i < n * h; ++i) m_[size_t(i)] += expert_out_[size_t(i)];
   }
 }

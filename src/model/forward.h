@@ -104,6 +104,7 @@ class InklingModel {
   std::vector<int64_t> expert_rows_;     // tokens routed to the expert being computed
   std::vector<float> expert_row_weights_;
   AlignedVector<float> head_logits_;     // [items that sample, vocab] when more than one does
+  int64_t decode_rows_ = 0;              // the step's leading rows that take the decode kernels
 };
 
 // RMSNorm over `n` values: x * rsqrt(mean(x^2) + eps) * weight (f32 math, no +1 offset).

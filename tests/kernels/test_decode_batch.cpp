@@ -223,8 +223,8 @@ TEST(DecodeBatch, TokensRewrittenInPlace) {
 }
 
 // matmul_mixed / swiglu_matmul_mixed: the decode rows of a step give their matvecs, the prompt
-// rows what matmul / swiglu_matmul give them alone, for every way of splitting a step (prompt
-// chunks longer than a decode batch or not, more decode rows than one batch holds).
+// rows the prefill kernels' bits whatever shares the call, for every way of splitting a step
+// (prompt chunks longer than a decode batch or not, more decode rows than one batch holds).
 TEST(DecodeBatch, MixedStepsSplitDecodeAndPromptRows) {
   IsaGuard guard;
   PrecisionGuard restore(kernels::matmul_precision());
@@ -258,11 +258,22 @@ TEST(DecodeBatch, MixedStepsSplitDecodeAndPromptRows) {
             expect_same_bits(swiglu.data() + t * rows, alone.data(), rows, what + " swiglu row " + std::to_string(t));
           }
           if (prompt == 0) continue;
+          // Prompt rows take the prefill kernels however few they are, and each gets the bits it
+          // gets in any other company: alone, or the chunk without the decode rows.
           std::vector<float> chunk(size_t(prompt * rows), NAN);
-          kernels::matmul(up, x.data() + d * 256, prompt, chunk.data());
+          kernels::matmul_mixed(up, x.data() + d * 256, prompt, 0, chunk.data());
           expect_same_bits(mixed.data() + d * rows, chunk.data(), prompt * rows, what + " prompt rows");
-          kernels::swiglu_matmul(gate, up, x.data() + d * 256, prompt, chunk.data());
+          kernels::swiglu_matmul_mixed(gate, up, x.data() + d * 256, prompt, 0, chunk.data());
           expect_same_bits(swiglu.data() + d * rows, chunk.data(), prompt * rows, what + " swiglu prompt rows");
+          const int64_t last = step.n - 1;
+          kernels::matmul_mixed(up, x.data() + last * 256, 1, 0, alone.data());
+          expect_same_bits(mixed.data() + last * rows, alone.data(), rows, what + " last prompt row alone");
+          kernels::swiglu_matmul_mixed(gate, up, x.data() + last * 256, 1, 0, alone.data());
+          expect_same_bits(swiglu.data() + last * rows, alone.data(), rows, what + " swiglu last prompt row alone");
+          if (prompt > kMaxTokens) {  // the chunk as plain matmul computes it (tiled at this size)
+            kernels::matmul(up, x.data() + d * 256, prompt, chunk.data());
+            expect_same_bits(mixed.data() + d * rows, chunk.data(), prompt * rows, what + " matmul prompt rows");
+          }
         }
       }
     }
