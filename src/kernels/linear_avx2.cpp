@@ -277,7 +277,7 @@ __attribute__((always_inline)) inline void q8_row_lanes(const uint8_t* codes, in
 // x_scale * dot(codes, Q), plus the bias term sum_g bias_g * sum(x^ over g) (group_sums_q8), so the
 // result is exactly W . x^.
 template <int kGroup, int kParts, int kTokens, bool kPrefetch>
-void affine4_q8_row(const WeightMatrix& w, int64_t r, const PreparedX* xs, float* y, int64_t ldy) {
+__attribute__((always_inline)) inline void affine4_q8_row(const WeightMatrix& w, int64_t r, const PreparedX* xs, float* y, int64_t ldy) {
   const uint8_t* scales = w.scales + r * w.scales_row_stride;
   const uint8_t* biases = w.biases + r * w.biases_row_stride;
   const int64_t groups = w.cols / kGroup;
@@ -344,7 +344,7 @@ __attribute__((always_inline)) inline __m256 e4m3x4_nonnegative_pairs(const uint
 // digits are folded, 0.5 folded in at the end. kNonNegativeScales: the row passed
 // e4m3_nonnegative_finite.
 template <int kParts, bool kNonNegativeScales, int kTokens, bool kPrefetch>
-void nvfp4_q8_row(const WeightMatrix& w, int64_t r, const PreparedX* xs, float* y, int64_t ldy) {
+__attribute__((always_inline)) inline void nvfp4_q8_row(const WeightMatrix& w, int64_t r, const PreparedX* xs, float* y, int64_t ldy) {
   const uint8_t* scales = w.scales + r * w.scales_row_stride;
   const float* table = e4m3_table();
   if constexpr (kPrefetch) prefetch_lines(scales + kPrefetchRows * w.scales_row_stride, w.cols / 16);
@@ -375,31 +375,53 @@ void nvfp4_q8_row(const WeightMatrix& w, int64_t r, const PreparedX* xs, float* 
   for (int t = 0; t < kTokens; ++t) y[t * ldy] = reduce(lanes[t]) * (0.5f * w.global_scale);
 }
 
-// One row of a vnni_matvec_shape matrix for kTokens tokens (x as x_q8, kParts digits), y[t * ldy].
-template <int kParts, int kTokens, bool kPrefetch>
-void q8_row(const WeightMatrix& w, int64_t r, const PreparedX* xs, float* y, int64_t ldy) {
-  if (w.format == WeightFormat::NvFp4) {
+// The q8 row kernels as types, so that the format and group size are dispatched once per range of
+// rows and the row itself is inlined into the loop over rows: a call per row (1 KiB of codes at
+// 2048 columns) made the one-digit matvec ~15% slower cache-resident.
+template <int kGroup>
+struct Affine4Q8Row {
+  template <int kParts, int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const WeightMatrix& w, int64_t r, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    affine4_q8_row<kGroup, kParts, kTokens, kPrefetch>(w, r, xs, y, ldy);
+  }
+};
+
+struct Nvfp4Q8Row {
+  template <int kParts, int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const WeightMatrix& w, int64_t r, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
     if (w.scales_nonnegative_finite || e4m3_nonnegative_finite(w.scales + r * w.scales_row_stride, w.cols / 16))
       return nvfp4_q8_row<kParts, true, kTokens, kPrefetch>(w, r, xs, y, ldy);
-    return nvfp4_q8_row<kParts, false, kTokens, kPrefetch>(w, r, xs, y, ldy);
+    nvfp4_q8_row<kParts, false, kTokens, kPrefetch>(w, r, xs, y, ldy);
   }
+};
+
+// f(row kernel type) for a vnni_matvec_shape matrix.
+template <class F>
+inline void with_q8_row(const WeightMatrix& w, const F& f) {
+  if (w.format == WeightFormat::NvFp4) return f(Nvfp4Q8Row());
   switch (w.group_size) {
-    case 8: return affine4_q8_row<8, kParts, kTokens, kPrefetch>(w, r, xs, y, ldy);
-    case 16: return affine4_q8_row<16, kParts, kTokens, kPrefetch>(w, r, xs, y, ldy);
-    case 32: return affine4_q8_row<32, kParts, kTokens, kPrefetch>(w, r, xs, y, ldy);
-    case 64: return affine4_q8_row<64, kParts, kTokens, kPrefetch>(w, r, xs, y, ldy);
-    default: return affine4_q8_row<128, kParts, kTokens, kPrefetch>(w, r, xs, y, ldy);
+    case 8: return f(Affine4Q8Row<8>());
+    case 16: return f(Affine4Q8Row<16>());
+    case 32: return f(Affine4Q8Row<32>());
+    case 64: return f(Affine4Q8Row<64>());
+    default: return f(Affine4Q8Row<128>());
   }
+}
+
+template <class Row, int kParts>
+void q8_matvec_rows_of(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end, float* y) {
+  for (int64_t r = row_begin; r < row_end; ++r) Row::template row<kParts, 1, true>(w, r, &px, y + (r - row_begin), 0);
 }
 
 // The matvec of a vnni_matvec_shape matrix with x given as x_q8.
 void q8_matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end, float* y) {
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    if (px.x_q8_parts == 3)
-      q8_row<3, 1, true>(w, r, &px, y + (r - row_begin), 0);
-    else
-      q8_row<1, 1, true>(w, r, &px, y + (r - row_begin), 0);
-  }
+  with_q8_row(w, [&](auto row) {
+    using Row = decltype(row);
+    if (px.x_q8_parts == 3) return q8_matvec_rows_of<Row, 3>(w, px, row_begin, row_end, y);
+    q8_matvec_rows_of<Row, 1>(w, px, row_begin, row_end, y);
+  });
 }
 
 // Tokens per pass over a row in the decode-batch kernel: each 32 bytes of codes is unpacked once
@@ -421,25 +443,35 @@ inline void with_token_count(int count, const F& f) {
 // A decode batch on x_q8 (every token's): per block of rows, the tokens in passes of
 // kQ8PassTokens over each row; the block's codes stay in L1 from one pass to the next, and only
 // the first pass prefetches.
-template <int kParts>
-void q8_matvec_rows_multi(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin, int64_t row_end,
-                          float* y, int64_t ldy) {
+template <class Row, int kParts>
+void q8_matvec_rows_multi_of(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin, int64_t row_end,
+                             float* y, int64_t ldy) {
   constexpr int kPass = kQ8PassTokens;
   constexpr int64_t kBlockRows = 4;
   for (int64_t begin = row_begin; begin < row_end; begin += kBlockRows) {
     const int64_t end = min_i64(row_end, begin + kBlockRows);
     for (int t = 0; t < n; t += kPass) {
       with_token_count<kPass>(n - t < kPass ? n - t : kPass, [&](auto tokens) {
+        constexpr int kTokens = decltype(tokens)::value;
         for (int64_t r = begin; r < end; ++r) {
           float* out = y + t * ldy + (r - row_begin);
           if (t == 0)
-            q8_row<kParts, decltype(tokens)::value, true>(w, r, xs + t, out, ldy);
+            Row::template row<kParts, kTokens, true>(w, r, xs + t, out, ldy);
           else
-            q8_row<kParts, decltype(tokens)::value, false>(w, r, xs + t, out, ldy);
+            Row::template row<kParts, kTokens, false>(w, r, xs + t, out, ldy);
         }
       });
     }
   }
+}
+
+void q8_matvec_rows_multi(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin, int64_t row_end,
+                          float* y, int64_t ldy) {
+  with_q8_row(w, [&](auto row) {
+    using Row = decltype(row);
+    if (xs[0].x_q8_parts == 3) return q8_matvec_rows_multi_of<Row, 3>(w, xs, n, row_begin, row_end, y, ldy);
+    q8_matvec_rows_multi_of<Row, 1>(w, xs, n, row_begin, row_end, y, ldy);
+  });
 }
 
 bool affine_fast_path(const WeightMatrix& w) { return w.group_size % 16 == 0; }
@@ -521,8 +553,7 @@ void matvec_rows_multi(const WeightMatrix& w, const PreparedX* xs, int n, int64_
   }
   bool all_q8 = w.format == WeightFormat::NvFp4 || (w.format == WeightFormat::Affine && w.bits == 4);
   for (int t = 0; t < n && all_q8; ++t) all_q8 = xs[t].x_q8 && xs[t].x_q8_parts == xs[0].x_q8_parts;
-  if (all_q8 && xs[0].x_q8_parts == 3) return q8_matvec_rows_multi<3>(w, xs, n, row_begin, row_end, y, ldy);
-  if (all_q8) return q8_matvec_rows_multi<1>(w, xs, n, row_begin, row_end, y, ldy);
+  if (all_q8) return q8_matvec_rows_multi(w, xs, n, row_begin, row_end, y, ldy);
   matvec_rows_each_token(matvec_rows, w, xs, n, row_begin, row_end, y, ldy);
 }
 
