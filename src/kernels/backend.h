@@ -60,6 +60,8 @@ struct Q8Buffers {
 // written, when x has an inf or NaN (the f32 paths then propagate it as usual). Every backend's
 // version writes bit-identical buffers.
 bool quantize_q8_scalar(const float* x, int64_t chunks, int parts, const Q8Buffers& out);
+// The same, vectorised for AVX2 (quantize_q8_avx2.cpp; call only where AVX2 runs).
+bool quantize_q8_avx2(const float* x, int64_t chunks, int parts, const Q8Buffers& out);
 // Lanes whose largest |x| is below this are quantized as zeros (see quantize_q8_scalar).
 inline constexpr float kQ8SmallestLaneMax = 0x1p-100f;
 
