@@ -18,9 +18,20 @@ import time
 import requests
 
 
+# Common English words that are one o200k token each with their leading space, so the text has
+# about one token per word.
+COMMON = ("the of and to in is was for on that with as by at from his her they this have had not are but "
+          "were which one all their there been has when who will more no if out so said what up its about into "
+          "than them can only other new some time could these two may then do first any my now such like our over "
+          "man me even most made after also did many before must through back years where much your way well down "
+          "should because each just those people how too little state good very make world still own see men work "
+          "long get here between both life being under never day same another know while last might us great old "
+          "year off come since against go came right used take three").split()
+
+
 def words(turn, count):
-    # Distinct, fixed text per turn: roughly one token per word.
-    return " ".join(f"item{(turn * 131 + i * 7) % 997}" for i in range(count))
+    # Distinct, fixed text per turn.
+    return " ".join(COMMON[(turn * 131 + i * 7) % len(COMMON)] for i in range(count))
 
 
 def ask(url, messages, n, cache_prompt=True):
