@@ -333,13 +333,39 @@ def test_max_output_tokens_not_reached_is_completed(client):
     assert r.incomplete_details is None
 
 
-def test_previous_response_id_is_400(server, client):
+def test_unknown_previous_response_id_is_400(server, client):
     r = server.post("/v1/responses", {"model": MODEL, "input": QUESTION, "previous_response_id": "resp_123"})
     message = assert_openai_error(r, param="previous_response_id")
-    assert "previous_response_id" in message
+    assert "resp_123" in message and "not a stored response" in message
     with pytest.raises(openai.BadRequestError) as e:
         client.responses.create(model=MODEL, input=QUESTION, previous_response_id="resp_123")
     assert "previous_response_id" in str(e.value)
+
+
+def test_previous_response_id_continues_the_conversation_from_the_cache(client):
+    first = client.responses.create(model=MODEL, input="previous id test: hello", instructions="Be brief.",
+                                    extra_body=script(answer("Hello there.")))
+    assert first.store is True
+    follow = client.responses.create(model=MODEL, input="and then?", previous_response_id=first.id,
+                                     instructions="Be brief.", max_output_tokens=4, temperature=0)
+    assert follow.previous_response_id == first.id
+    # The same conversation sent whole renders the same prompt...
+    whole = client.responses.create(
+        model=MODEL, instructions="Be brief.", max_output_tokens=4, temperature=0,
+        input=[{"role": "user", "content": "previous id test: hello"},
+               {"role": "assistant", "content": "Hello there."},
+               {"role": "user", "content": "and then?"}])
+    assert follow.usage.input_tokens == whole.usage.input_tokens
+    # ...whose start (the first request's prompt) came from the prompt cache.
+    assert follow.usage.input_tokens_details.cached_tokens >= first.usage.input_tokens
+    # A chain: the follow-up is stored in turn.
+    third = client.responses.create(model=MODEL, input="more", previous_response_id=follow.id, max_output_tokens=2)
+    assert third.usage.input_tokens > follow.usage.input_tokens
+    # "store": false keeps nothing to continue from.
+    unstored = client.responses.create(model=MODEL, input="not kept", store=False, max_output_tokens=2)
+    assert unstored.store is False
+    with pytest.raises(openai.BadRequestError):
+        client.responses.create(model=MODEL, input="x", previous_response_id=unstored.id)
 
 
 def test_malformed_json_body_is_400(server):

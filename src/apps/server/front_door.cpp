@@ -184,4 +184,17 @@ std::string sse(const json& data, const std::string& event_name) {
   return out;
 }
 
+void ResponseStore::put(const std::string& id, std::vector<serve::Message> conversation) {
+  std::lock_guard lock(mutex_);
+  entries_.emplace_back(id, std::move(conversation));
+  while (entries_.size() > capacity_) entries_.pop_front();
+}
+
+std::optional<std::vector<serve::Message>> ResponseStore::get(const std::string& id) const {
+  std::lock_guard lock(mutex_);
+  for (auto it = entries_.rbegin(); it != entries_.rend(); ++it)
+    if (it->first == id) return it->second;
+  return std::nullopt;
+}
+
 }  // namespace inkling::server

@@ -4,7 +4,10 @@
 // openai_responses.cpp); server.cpp owns HTTP and knows none of their shapes.
 #pragma once
 
+#include <deque>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +64,22 @@ class BlockStream {
   int index_ = -1, next_index_ = 0;  // stream index of the open block, of the next one
 };
 
+// The Responses API's stored responses: each one's conversation (without its instructions, which
+// a follow-up does not inherit) and its answer, so a request naming it as previous_response_id
+// continues that conversation. In memory, the most recent `capacity` kept.
+class ResponseStore {
+ public:
+  explicit ResponseStore(size_t capacity = 1000) : capacity_(capacity) {}
+  void put(const std::string& id, std::vector<serve::Message> conversation);
+  std::optional<std::vector<serve::Message>> get(const std::string& id) const;
+  size_t capacity() const { return capacity_; }
+
+ private:
+  size_t capacity_;
+  mutable std::mutex mutex_;
+  std::deque<std::pair<std::string, std::vector<serve::Message>>> entries_;  // oldest first
+};
+
 // Server-wide facts a front door reads.
 struct DoorContext {
   const Tokenizer* tokenizer = nullptr;
@@ -68,6 +87,7 @@ struct DoorContext {
   SamplingParams default_sampling;  // the checkpoint's generation_config.json
   int64_t context = 0;
   bool allow_scripts = false;
+  ResponseStore* responses = nullptr;  // the Responses API's stored responses
 };
 
 class Responder {

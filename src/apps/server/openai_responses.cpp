@@ -189,6 +189,7 @@ class ResponseResponder final : public Responder, private BlockStream {
   }
 
   json final_response(const Turn& turn) {
+    remember(turn);
     json output = json::array();
     for (size_t i = 0; i < turn.blocks.size(); ++i) {
       const Block& block = turn.blocks[i];
@@ -203,17 +204,38 @@ class ResponseResponder final : public Responder, private BlockStream {
   json envelope(const std::string& status, json output, json usage) {
     json r = {{"id", id_}, {"object", "response"}, {"created_at", created_}, {"status", status}, {"model", model_},
               {"output", std::move(output)}, {"error", json()}, {"incomplete_details", json()},
-              {"parallel_tool_calls", parallel_tool_calls_}, {"previous_response_id", json()}, {"store", false}};
+              {"parallel_tool_calls", parallel_tool_calls_},
+              {"previous_response_id", previous_id_.empty() ? json() : json(previous_id_)},
+              {"store", store_ != nullptr}};
     for (auto& [key, value] : echo_.items()) r[key] = value;
     r["usage"] = std::move(usage);
     return r;
   }
 
+  // Keeps the conversation and this answer for a follow-up that names this response (once).
+  void remember(const Turn& turn) {
+    if (!store_ || remembered_ || turn.finish_reason == FinishReason::Error) return;
+    remembered_ = true;
+    std::vector<serve::Message> conversation = conversation_;
+    serve::Message answer{.role = "assistant"};
+    for (const Block& block : turn.blocks) {
+      if (block.kind == Block::Kind::Reasoning) answer.reasoning += block.text;
+      if (block.kind == Block::Kind::Text) answer.text_parts.push_back(block.text);
+      if (block.kind == Block::Kind::ToolCall) answer.tool_calls.push_back({block.id, block.name, block.text});
+    }
+    conversation.push_back(std::move(answer));
+    store_->put(id_, std::move(conversation));
+  }
+
   std::string id_, model_;
   int64_t created_ = 0;
   json echo_;  // request fields the response object repeats (instructions, tools, ...)
+  bool remembered_ = false;
  public:
   bool parallel_tool_calls_ = true;
+  ResponseStore* store_ = nullptr;             // null: "store": false
+  std::vector<serve::Message> conversation_;  // the request's messages without its instructions
+  std::string previous_id_;
 
  private:
   std::vector<std::string> item_ids_;
@@ -223,10 +245,20 @@ class ResponseResponder final : public Responder, private BlockStream {
 }  // namespace
 
 Prepared prepare_response(const json& body, const DoorContext& context) {
-  if (field(body, "previous_response_id"))
-    throw bad_request("\"previous_response_id\" is not supported yet: this server keeps no responses; send the whole "
-                      "conversation in \"input\"",
-                      "previous_response_id");
+  std::string previous_id;
+  std::vector<serve::Message> earlier;
+  if (auto previous = get_string(body, "previous_response_id")) {
+    std::optional<std::vector<serve::Message>> found =
+        context.responses ? context.responses->get(*previous) : std::nullopt;
+    if (!found)
+      throw bad_request("previous_response_id \"" + *previous +
+                            "\" is not a stored response (this server keeps the last " +
+                            std::to_string(context.responses ? context.responses->capacity() : 0) +
+                            " responses created with \"store\": true, in memory, until it restarts)",
+                        "previous_response_id");
+    previous_id = *previous;
+    earlier = std::move(*found);
+  }
   if (field(body, "conversation"))
     throw bad_request("\"conversation\" is not supported: send the whole conversation in \"input\"", "conversation");
   Prepared p;
@@ -235,6 +267,10 @@ Prepared prepare_response(const json& body, const DoorContext& context) {
     r.messages.push_back(Message{.role = "system", .text_parts = {*instructions}});
   const json* input = field(body, "input");
   if (!input) throw bad_request("\"input\" is required", "input");
+  // A follow-up continues the stored conversation (its instructions are not inherited); the
+  // prompt then begins with the tokens of the previous turn, which the prompt cache holds.
+  const size_t conversation_start = r.messages.size();
+  for (serve::Message& m : earlier) r.messages.push_back(std::move(m));
   read_input(*input, r.messages);
   json echo = json::object();
   json echoed_tools = json::array();
@@ -290,6 +326,11 @@ Prepared prepare_response(const json& body, const DoorContext& context) {
   p.stream = get_bool(body, "stream").value_or(false);
   auto responder = std::make_unique<ResponseResponder>(get_string(body, "model").value_or(context.model_name), echo);
   responder->parallel_tool_calls_ = r.parallel_tool_calls;
+  responder->previous_id_ = previous_id;
+  if (get_bool(body, "store").value_or(true) && context.responses) {
+    responder->store_ = context.responses;
+    responder->conversation_.assign(r.messages.begin() + std::ptrdiff_t(conversation_start), r.messages.end());
+  }
   p.responder = std::move(responder);
   return p;
 }

@@ -59,6 +59,7 @@ struct HttpServer::Impl {
   int bound_port = -1;
 
   std::mutex metrics_mutex;
+  ResponseStore responses;
   std::map<std::pair<std::string, int>, int64_t> requests;  // (route, status) -> count
 
   void send_error(const httplib::Request& req, httplib::Response& res, const ApiError& error) {
@@ -75,6 +76,7 @@ struct HttpServer::Impl {
     c.default_sampling = options.default_sampling;
     c.context = engine.context();
     c.allow_scripts = options.allow_scripts;
+    c.responses = const_cast<ResponseStore*>(&responses);
     return c;
   }
 

@@ -50,8 +50,8 @@ struct Request {
   bool seed_given = false;  // else a fresh seed per request
   int64_t max_tokens = 0;   // 0: until the context is full
   std::vector<std::string> stop;
-  bool ignore_eos = false;
-  bool cache_prompt = true;  // may start from a slot's state whose tokens begin this prompt  // benchmarks: run to max_tokens even past the end of the turn
+  bool ignore_eos = false;   // benchmarks: run to max_tokens even past the end of the turn
+  bool cache_prompt = true;  // may start from a kept state or snapshot whose tokens begin this prompt
   nlohmann::ordered_json reasoning_effort;  // null: the template's default
   int top_logprobs = -1;                    // -1: no logprobs; 0..20: logprobs with that many alternatives
 
