@@ -593,7 +593,6 @@ static void matmul_tiled(const Backend& backend, const WeightMatrix& w, const fl
   });
 }
 
-
 void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
   if (n == 1) return matvec(w, x, y);
   check(w, "matmul");
@@ -653,7 +652,7 @@ void swiglu_matvec_batch(std::span<const SwigluProduct> products) {
 
 // swiglu_matmul's prefill path (tiled; each output depends only on its own row of X).
 static void swiglu_tiled(const Backend& backend, const WeightMatrix& gate, const WeightMatrix& up, const float* x,
-                  int64_t n, float* out) {
+                         int64_t n, float* out) {
   const int threads = threads_for(gate, 2 * n);
   const uint16_t* x_bf16 =
       use_bf16_matmul(backend, gate) ? round_to_bf16(x, n, gate.cols) : nullptr;
@@ -705,7 +704,6 @@ static void swiglu_tiled(const Backend& backend, const WeightMatrix& gate, const
     }
   });
 }
-
 
 void swiglu_matmul(const WeightMatrix& gate, const WeightMatrix& up, const float* x, int64_t n,
                    float* out) {
