@@ -15,14 +15,16 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// The last event of a request that failed before or outside its own steps.
-std::vector<Event> failed(std::string error) {
+// The last event of a request that ended before or outside its own steps.
+std::vector<Event> ended(FinishReason reason, std::string error = {}) {
   std::vector<Event> events(1);
   events[0].kind = Event::Kind::Finish;
-  events[0].finish_reason = FinishReason::Error;
+  events[0].finish_reason = reason;
   events[0].error = std::move(error);
   return events;
 }
+
+std::vector<Event> failed(std::string error) { return ended(FinishReason::Error, std::move(error)); }
 
 std::string mib(int64_t bytes) {
   char text[32];
@@ -183,6 +185,10 @@ std::string Engine::never_fits(const Request& request, size_t prompt_tokens) con
          mib(options_.kv_budget) + " MiB (--kv-budget); lower max_tokens or raise the budget";
 }
 
+bool Engine::fits_now(const Job& job) const {
+  return kv_reserved_ + kv_need(job.request, job.prompt.size()) <= options_.kv_budget;
+}
+
 // A free slot for `job` and where its prompt starts: the slot whose kept state is the longest
 // proper prefix of the prompt (`reused` tokens), or a snapshot of the prompt cache when that is
 // longer (restored into the slot holding the least); with neither, the slot holding the least.
@@ -224,18 +230,14 @@ void Engine::admit() {
   while (!queue_.empty()) {
     Job& next = *queue_.front();
     if (next.handle->cancelled()) {  // gone before it started: nothing to run
-      Event e;
-      e.kind = Event::Kind::Finish;
-      e.finish_reason = FinishReason::Cancelled;
-      e.usage.prompt_tokens = int64_t(next.prompt.size());
-      std::vector<Event> events{std::move(e)};
+      std::vector<Event> events = ended(FinishReason::Cancelled);
+      events[0].usage.prompt_tokens = int64_t(next.prompt.size());
       next.handle->push(events);
       ++counters_.cancelled;
       ++counters_.requests_finished;
       queue_.pop_front();
       continue;
     }
-    const int64_t need = kv_need(next.request, next.prompt.size());
     if (std::string why = never_fits(next.request, next.prompt.size()); !why.empty()) {
       std::vector<Event> events = failed(why);
       next.handle->push(events);
@@ -243,7 +245,7 @@ void Engine::admit() {
       queue_.pop_front();
       continue;
     }
-    if (kv_reserved_ + need > options_.kv_budget) {  // fits once running requests finish
+    if (!fits_now(next)) {  // fits once running requests finish
       counters_.waiting_for_memory = int64_t(queue_.size());
       return;
     }
@@ -278,17 +280,16 @@ void Engine::start(Slot& s, std::unique_ptr<Job> job, size_t reused, std::shared
   kv_reserved_ += s.reserved;
   s.admitted = admissions_++;
   s.logits.assign(size_t(model_->vocab()), 0.0f);
-  try {
-    if (snapshot) {
-      if (!s.state) s.state = model_->new_sequence(int64_t(s.job->prompt.size()) + 1);
+  const int64_t room = int64_t(s.job->prompt.size()) + 1;
+  if (snapshot) {
+    try {
+      if (!s.state) s.state = model_->new_sequence(room);
       model_->restore(*snapshot, *s.state);
-    } else if (reused == 0) {
-      s.state = model_->new_sequence(int64_t(s.job->prompt.size()) + 1);
+    } catch (const std::exception&) {  // a snapshot that does not restore: compute the prompt instead
+      reused = 0;
     }
-  } catch (const std::exception&) {  // a snapshot that does not restore: compute the prompt instead
-    s.state = model_->new_sequence(int64_t(s.job->prompt.size()) + 1);
-    reused = 0;
   }
+  if (reused == 0) s.state = model_->new_sequence(room);
   s.prompt_fed = reused;
   s.cached = reused;
   s.pending.reset();
@@ -323,8 +324,7 @@ void Engine::run() {
             if (slot->job) return true;
           if (queue_.empty()) return false;
           // Queued work that cannot start (memory) waits for a running request, not in a spin.
-          return kv_reserved_ == 0 || kv_need(queue_.front()->request, queue_.front()->prompt.size()) + kv_reserved_ <= options_.kv_budget ||
-                 queue_.front()->handle->cancelled();
+          return kv_reserved_ == 0 || fits_now(*queue_.front()) || queue_.front()->handle->cancelled();
         });
         if (stopping_) break;
         admit();

@@ -123,6 +123,7 @@ class Engine {
   void admit();
   Slot* slot_for(const Job& job, size_t& reused, std::shared_ptr<const StateSnapshot>& snapshot);
   int64_t kv_need(const Request& request, size_t prompt_tokens) const;
+  bool fits_now(const Job& job) const;  // within the budget beside the running requests' reservations
   void start(Slot& slot, std::unique_ptr<Job> job, size_t reused, std::shared_ptr<const StateSnapshot> snapshot);
   void step(const std::vector<Slot*>& active);
   void forward(std::vector<Slot*>& fed, std::vector<BatchItem>& items);
