@@ -103,15 +103,24 @@ namespace {
 // Global layers grow in steps of this many positions (a re-layout copies the cache).
 constexpr int64_t kGrowthPositions = 256;
 
+int64_t round_up_growth(int64_t positions) {
+  return (positions + kGrowthPositions - 1) / kGrowthPositions * kGrowthPositions;
+}
+
 }  // namespace
+
+int64_t InklingModel::ring_slots(const LayerSpec& s) const {
+  // A ring only pays off when the window is shorter than the context.
+  const int64_t slots = config_.sliding_window - 1 + options_.max_chunk;
+  return s.sliding && slots < options_.context ? slots : 0;
+}
 
 SequenceState InklingModel::new_sequence(int64_t positions) const {
   SequenceState state;
   state.context_limit = options_.context;
   state.layers.resize(weights_.layers.size());
   const int64_t global_capacity =
-      positions <= 0 ? options_.context
-                     : std::min(options_.context, (positions + kGrowthPositions - 1) / kGrowthPositions * kGrowthPositions);
+      positions <= 0 ? options_.context : std::min(options_.context, round_up_growth(positions));
   for (size_t i = 0; i < weights_.layers.size(); ++i) {
     const LayerSpec& s = weights_.layers[i].spec;
     LayerState& ls = state.layers[i];
@@ -119,9 +128,8 @@ SequenceState InklingModel::new_sequence(int64_t positions) const {
     kv.dtype = options_.kv_dtype;
     kv.heads = s.n_kv_heads;
     kv.head_dim = s.head_dim;
-    // A ring only pays off when the window is shorter than the context.
-    kv.ring = s.sliding && config_.sliding_window - 1 + options_.max_chunk < options_.context;
-    kv.capacity = kv.ring ? config_.sliding_window - 1 + options_.max_chunk : global_capacity;
+    kv.ring = ring_slots(s) > 0;
+    kv.capacity = kv.ring ? ring_slots(s) : global_capacity;
     size_t bytes = size_t(kv.heads * kv.head_bytes());
     kv.keys.assign(bytes, 0);
     kv.values.assign(bytes, 0);
@@ -140,8 +148,7 @@ void InklingModel::reserve(SequenceState& state, int64_t positions) const {
     KvCache& kv = ls.kv;
     if (kv.ring || kv.capacity >= positions) continue;
     const int64_t capacity =
-        std::min(options_.context, std::max((positions + kGrowthPositions - 1) / kGrowthPositions * kGrowthPositions,
-                                            2 * kv.capacity));
+        std::min(options_.context, std::max(round_up_growth(positions), 2 * kv.capacity));
     // [heads, capacity, d]: each head's rows move to their place in the wider layout.
     const size_t old_head = size_t(kv.head_bytes()), new_head = size_t(capacity * kv.row_bytes());
     for (AlignedVector<uint8_t>* rows : {&kv.keys, &kv.values}) {
@@ -160,8 +167,7 @@ int64_t InklingModel::state_bytes(int64_t positions) const {
   const int64_t elem = int64_t(dtype_size(options_.kv_dtype));
   for (const LayerWeights& lw : weights_.layers) {
     const LayerSpec& s = lw.spec;
-    const bool ring = s.sliding && config_.sliding_window - 1 + options_.max_chunk < options_.context;
-    const int64_t slots = ring ? config_.sliding_window - 1 + options_.max_chunk : positions;
+    const int64_t slots = ring_slots(s) > 0 ? ring_slots(s) : positions;
     bytes += 2 * slots * s.n_kv_heads * s.head_dim * elem;
     bytes += (config_.conv_kernel - 1) * (2 * s.n_kv_heads * s.head_dim + 2 * config_.hidden_size) * 4;
   }

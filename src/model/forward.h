@@ -70,6 +70,9 @@ class InklingModel {
   std::function<void(int64_t, int64_t)> on_prefill_progress;
 
  private:
+  // Slots of a sliding layer's ring (window - 1 + max_chunk), or 0 when the layer keeps every
+  // position (global, or a window no shorter than the context).
+  int64_t ring_slots(const LayerSpec& spec) const;
   // The step over items (rows of the activations in item order). all_logits: a single item's
   // logits for every token ([n, vocab]) instead of each item's last.
   void forward_step(std::span<const BatchItem> items, float* all_logits);
