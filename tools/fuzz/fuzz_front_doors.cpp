@@ -69,6 +69,8 @@ void run_body(int door, const std::string& text) {
   context.model_name = "fuzz";
   context.context = 4096;
   context.allow_scripts = true;
+  static server::ResponseStore responses(16);
+  context.responses = &responses;
   try {
     server::json body = server::parse_body(text);
     server::Prepared p = door == 0   ? server::prepare_chat_completion(body, context)
@@ -77,6 +79,10 @@ void run_body(int door, const std::string& text) {
                                      : server::prepare_response(body, context);
     std::vector<int32_t> ids = serve::encode_prompt(p.request, tokenizer(), chat_template());
     (void)ids;
+    // The Responses door stores each answer (here an empty turn) for previous_response_id; ids
+    // are random, so fuzzed bodies reach only the unknown-id path of the lookup.
+    server::Turn turn;
+    if (door == 3) (void)p.responder->complete(turn);
   } catch (const server::ApiError&) {
   } catch (const Error&) {
   }
