@@ -1,5 +1,6 @@
 // Parse tree for templates: plain data, built once by the parser and walked by the
-// renderer for every render.
+// renderer for every render. Nodes free their subtrees iteratively: a template is untrusted
+// input, and a 100,000-term chain must not overflow the stack in a destructor.
 #pragma once
 
 #include <memory>
@@ -23,6 +24,13 @@ enum class ExprType {
 };
 
 struct Expr {
+  Expr() = default;
+  Expr(const Expr&) = delete;
+  Expr& operator=(const Expr&) = delete;
+  ~Expr();
+  // Moves every child node into `out` (used by the iterative destructors).
+  void release_children(std::vector<ExprPtr>& out);
+
   ExprType type;
   int line = 0;
   Value value;                 // kLiteral
@@ -42,6 +50,12 @@ enum class StmtType {
 };
 
 struct Stmt {
+  Stmt() = default;
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  ~Stmt();
+  void release_children(std::vector<StmtPtr>& statements, std::vector<ExprPtr>& expressions);
+
   StmtType type;
   int line = 0;
   std::string text;                                  // kOutput; kMacro name

@@ -3,6 +3,8 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <set>
 
@@ -16,6 +18,13 @@ const Value* kw(const CallArgs& a, const char* name, size_t index) { return a.ge
 bool kw_bool(const CallArgs& a, const char* name, size_t index, bool def) {
   const Value* v = kw(a, name, index);
   return v ? v->truthy() : def;
+}
+
+// A width the template asks to pad to: checked before the padding exists.
+size_t pad_width(const Value& v, const char* what) {
+  int64_t n = std::max<int64_t>(0, v.as_int());
+  check_value_bytes(static_cast<uint64_t>(n), what);
+  return static_cast<size_t>(n);
 }
 
 std::string lower_ascii(std::string s) {
@@ -33,7 +42,8 @@ Value attr_path(const Value& item, const Value& attribute) {
     size_t dot = path.find('.', start);
     std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
-    cur = digits ? get_item(cur, Value::integer(std::stoll(part))) : get_item(cur, Value::string(part));
+    // Jinja indexes with int(part); a part too long for 64 bits indexes nothing that exists.
+    cur = digits && part.size() <= 18 ? get_item(cur, Value::integer(std::stoll(part))) : get_item(cur, Value::string(part));
     if (dot == std::string::npos) break;
     start = dot + 1;
   }
@@ -63,6 +73,17 @@ bool parse_py_float(std::string s, double& out) {
   return end == s.c_str() + s.size();
 }
 
+// Jinja's int filter on a float: int(f), whose ValueError for NaN falls back to the default and
+// whose OverflowError for infinity escapes; Python has no integer too large, we have 64 bits.
+Value float_to_int(double f, const Value& fallback) {
+  if (std::isnan(f)) return fallback;
+  if (std::isinf(f)) throw Error("OverflowError: cannot convert float infinity to integer");
+  double t = std::trunc(f);
+  if (!(t >= -9223372036854775808.0 && t < 9223372036854775808.0))
+    throw Error("int: " + format_float(f) + " does not fit in 64 bits");
+  return Value::integer(static_cast<int64_t>(t));
+}
+
 bool parse_py_int(std::string s, int64_t& out, int base) {
   size_t b = s.find_first_not_of(" \t\n\r\f\v"), e = s.find_last_not_of(" \t\n\r\f\v");
   if (b == std::string::npos) return false;
@@ -76,6 +97,8 @@ bool parse_py_int(std::string s, int64_t& out, int base) {
 }
 
 std::string indent_text(const std::string& s, const std::string& pad, bool first, bool blank) {
+  uint64_t lines = 1 + static_cast<uint64_t>(std::count(s.begin(), s.end(), '\n'));
+  check_value_bytes(s.size() + lines * pad.size(), "indent");
   std::string out;
   size_t start = 0;
   bool is_first = true;
@@ -202,7 +225,9 @@ Value apply_filter(Renderer& r, const std::string& name, const Value& in, const 
   if (name == "safe" || name == "bool") return name == "bool" ? Value::boolean(in.truthy()) : in;
   if (name == "e" || name == "escape" || name == "forceescape") {
     std::string out;
-    for (char c : text()) {
+    std::string input = text();
+    check_value_bytes(uint64_t{input.size()} * 5, "escape");  // '&' becomes five bytes
+    for (char c : input) {
       switch (c) {
         case '&': out += "&amp;"; break;
         case '<': out += "&lt;"; break;
@@ -223,6 +248,7 @@ Value apply_filter(Renderer& r, const std::string& name, const Value& in, const 
       if (!first) out += sep ? sep->to_string() : "";
       first = false;
       out += (attribute && !attribute->is_none() ? attr_path(v, *attribute) : v).to_string();
+      if (out.size() > kMaxValueBytes) check_value_bytes(out.size(), "join");
     }
     return Value::string(out);
   }
@@ -313,16 +339,16 @@ Value apply_filter(Renderer& r, const std::string& name, const Value& in, const 
     const Value* base = kw(a, "base", 1);
     Value d = def ? *def : Value::integer(0);
     if (in.is_int() || in.is_bool()) return Value::integer(in.as_int());
-    if (in.is_float()) {
-      double f = in.as_double();
-      if (std::isnan(f) || std::isinf(f)) return d;
-      return Value::integer(static_cast<int64_t>(std::trunc(f)));
-    }
+    if (in.is_float()) return float_to_int(in.as_double(), d);
     if (in.is_string()) {
+      int64_t b = base ? base->as_int() : 10;
+      if (b != 0 && (b < 2 || b > 36)) throw Error("int() base must be >= 2 and <= 36, or 0");
       int64_t i;
-      if (parse_py_int(in.str(), i, base ? static_cast<int>(base->as_int()) : 10)) return Value::integer(i);
+      errno = 0;
+      if (parse_py_int(in.str(), i, static_cast<int>(b))) return Value::integer(i);
+      if (errno == ERANGE) throw Error("int: '" + in.str() + "' does not fit in 64 bits");
       double f;
-      if (parse_py_float(in.str(), f) && !std::isnan(f) && !std::isinf(f)) return Value::integer(static_cast<int64_t>(std::trunc(f)));
+      if (parse_py_float(in.str(), f)) return float_to_int(f, d);
     }
     return d;
   }
@@ -336,7 +362,10 @@ Value apply_filter(Renderer& r, const std::string& name, const Value& in, const 
   }
   if (name == "abs") {
     if (in.is_float()) return Value::floating(std::fabs(in.as_double()));
-    if (in.is_number()) return Value::integer(std::llabs(in.as_int()));
+    if (in.is_number()) {
+      if (in.as_int() == INT64_MIN) throw Error("integer overflow in abs(): the result does not fit in 64 bits");
+      return Value::integer(std::llabs(in.as_int()));
+    }
     throw Error("bad operand type for abs(): '" + in.type_name() + "'");
   }
   if (name == "round") {
@@ -347,9 +376,13 @@ Value apply_filter(Renderer& r, const std::string& name, const Value& in, const 
     if (!in.is_number()) throw Error("round filter requires a number");
     double x = in.as_double();
     if (m == "common") {
-      char buf[512];
-      std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(std::max<int64_t>(precision, 0)), x);
-      return Value::floating(std::strtod(buf, nullptr));
+      // Beyond 17 significant decimals a double no longer changes; a huge precision must not
+      // ask printf for that many digits.
+      int digits = static_cast<int>(std::clamp<int64_t>(precision, 0, 400));
+      int n = std::snprintf(nullptr, 0, "%.*f", digits, x);
+      std::string buf(static_cast<size_t>(std::max(n, 0)) + 1, '\0');
+      std::snprintf(buf.data(), buf.size(), "%.*f", digits, x);
+      return Value::floating(std::strtod(buf.c_str(), nullptr));
     }
     double scale = std::pow(10.0, static_cast<double>(precision));
     if (m == "ceil") return Value::floating(std::ceil(x * scale) / scale);
@@ -362,7 +395,7 @@ Value apply_filter(Renderer& r, const std::string& name, const Value& in, const 
     const Value* indent = kw(a, "indent", 1);
     if (indent && !indent->is_none()) {
       o.has_indent = true;
-      o.indent = indent->is_string() ? indent->str() : std::string(static_cast<size_t>(std::max<int64_t>(0, indent->as_int())), ' ');
+      o.indent = indent->is_string() ? indent->str() : std::string(pad_width(*indent, "tojson indent"), ' ');
       o.item_separator = ",";
     }
     if (const Value* s = kw(a, "separators", 2); s && !s->is_none()) {
@@ -375,15 +408,16 @@ Value apply_filter(Renderer& r, const std::string& name, const Value& in, const 
   }
   if (name == "indent") {
     const Value* width = kw(a, "width", 0);
-    std::string pad = !width ? "    " : width->is_string() ? width->str() : std::string(static_cast<size_t>(std::max<int64_t>(0, width->as_int())), ' ');
+    std::string pad = !width ? "    " : width->is_string() ? width->str() : std::string(pad_width(*width, "indent"), ' ');
     return Value::string(indent_text(text(), pad, kw_bool(a, "first", 1, false), kw_bool(a, "blank", 2, false)));
   }
   if (name == "center") {
     const Value* w = kw(a, "width", 0);
     std::string s = text();
-    int64_t width = w ? w->as_int() : 80;
+    int64_t width = w ? static_cast<int64_t>(pad_width(*w, "center")) : 80;
     int64_t len = static_cast<int64_t>(utf8_length(s));
     if (len >= width) return Value::string(s);
+    check_value_bytes(uint64_t{s.size()} + static_cast<uint64_t>(width - len), "center");
     int64_t total = width - len;
     int64_t left = total / 2 + (total & width & 1);
     return Value::string(std::string(static_cast<size_t>(left), ' ') + s + std::string(static_cast<size_t>(total - left), ' '));
@@ -403,12 +437,18 @@ Value apply_filter(Renderer& r, const std::string& name, const Value& in, const 
     bool killwords = kw_bool(a, "killwords", 1, false);
     const Value* ev = kw(a, "end", 2);
     const Value* leeway_v = kw(a, "leeway", 3);
-    size_t length = lv ? static_cast<size_t>(lv->as_int()) : 255;
+    int64_t length_arg = lv ? lv->as_int() : 255;
     std::string end = ev ? ev->to_string() : "...";
-    size_t leeway = leeway_v ? static_cast<size_t>(leeway_v->as_int()) : 5;
+    int64_t leeway_arg = leeway_v ? leeway_v->as_int() : 5;
+    // Jinja asserts both; a negative length once became a huge size_t and read past the text.
+    if (length_arg < static_cast<int64_t>(utf8_length(end)))
+      throw Error("expected length >= " + std::to_string(utf8_length(end)) + ", got " + std::to_string(length_arg));
+    if (leeway_arg < 0) throw Error("expected leeway >= 0, got " + std::to_string(leeway_arg));
+    size_t length = static_cast<size_t>(length_arg);
+    size_t leeway = static_cast<size_t>(std::min<int64_t>(leeway_arg, INT64_MAX / 2));
     auto chars = utf8_chars(text());
     if (chars.size() <= length + leeway) return Value::string(text());
-    size_t keep = length > utf8_length(end) ? length - utf8_length(end) : 0;
+    size_t keep = std::min(length - utf8_length(end), chars.size());
     std::string head;
     for (size_t k = 0; k < keep; ++k) head += chars[k];
     if (!killwords) {
@@ -423,8 +463,16 @@ Value apply_filter(Renderer& r, const std::string& name, const Value& in, const 
     Value total = start ? *start : Value::integer(0);
     for (const Value& v : Renderer::iterate(in)) {
       Value x = attribute && !attribute->is_none() ? attr_path(v, *attribute) : v;
-      if (total.is_float() || x.is_float()) total = Value::floating(total.as_double() + x.as_double());
-      else total = Value::integer(total.as_int() + x.as_int());
+      if (!x.is_number() || !total.is_number())
+        throw Error("unsupported operand type(s) for +: '" + total.type_name() + "' and '" + x.type_name() + "'");
+      if (total.is_float() || x.is_float()) {
+        total = Value::floating(total.as_double() + x.as_double());
+      } else {
+        int64_t sum;
+        if (__builtin_add_overflow(total.as_int(), x.as_int(), &sum))
+          throw Error("integer overflow in sum: the result does not fit in 64 bits");
+        total = Value::integer(sum);
+      }
     }
     return total;
   }
@@ -432,6 +480,7 @@ Value apply_filter(Renderer& r, const std::string& name, const Value& in, const 
     const Value* n = arg(0);
     const Value* fill = arg(1);
     if (!n || n->as_int() <= 0) throw Error("batch requires a positive size");
+    if (fill) check_value_bytes(static_cast<uint64_t>(n->as_int()), sizeof(Value), "batch");
     ValueList out, cur;
     for (const Value& v : Renderer::iterate(in)) {
       cur.push_back(v);

@@ -12,6 +12,29 @@
 namespace inkling::jinja {
 namespace {
 
+// printf-style widths and precisions come from the template; Python would pad to any size.
+constexpr size_t kMaxFormatWidth = size_t{1} << 20;
+
+size_t format_field_number(const std::string& digits, const char* what) {
+  size_t n = 0;
+  for (char c : digits) {
+    n = n * 10 + static_cast<size_t>(c - '0');
+    if (n > kMaxFormatWidth)
+      throw Error(std::string("format ") + what + " " + digits + " is over the limit of " +
+                  std::to_string(kMaxFormatWidth));
+  }
+  return n;
+}
+
+std::string printf_piece(const std::string& spec, auto value) {
+  int n = std::snprintf(nullptr, 0, spec.c_str(), value);
+  if (n < 0) throw Error("format: cannot format with '" + spec + "'");
+  std::string out(static_cast<size_t>(n) + 1, '\0');
+  std::snprintf(out.data(), out.size(), spec.c_str(), value);
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
 bool is_py_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
 std::string strip_chars(const std::string& s, const Value* chars, bool left, bool right) {
@@ -85,8 +108,10 @@ std::string replace_all(const std::string& s, const std::string& from, const std
   if (from.empty()) {
     auto chars = utf8_chars(s);
     int64_t n = 0;
+    if (count < 0 || static_cast<uint64_t>(count) > chars.size()) count = static_cast<int64_t>(chars.size()) + 1;
+    check_value_bytes(uint64_t{s.size()} + static_cast<uint64_t>(count) * to.size(), "replace");
     for (const auto& c : chars) {
-      if (count < 0 || n < count) {
+      if (n < count) {
         out += to;
         ++n;
       }
@@ -98,7 +123,9 @@ std::string replace_all(const std::string& s, const std::string& from, const std
   size_t prev = 0;
   int64_t n = 0;
   for (size_t p = s.find(from); p != std::string::npos && (count < 0 || n < count); p = s.find(from, prev)) {
-    out += s.substr(prev, p - prev) + to;
+    out.append(s, prev, p - prev);
+    out += to;
+    if (out.size() > kMaxValueBytes) check_value_bytes(out.size(), "replace");
     prev = p + from.size();
     ++n;
   }
@@ -152,7 +179,11 @@ Value str_format(const std::string& fmt, const CallArgs& args) {
         if (auto_index >= args.positional.size()) throw Error("Replacement index out of range for positional args tuple");
         v = args.positional[auto_index++];
       } else if (std::isdigit(static_cast<unsigned char>(field[0]))) {
-        size_t i = std::stoul(field);
+        size_t i = 0;
+        for (char d : field) {
+          if (!std::isdigit(static_cast<unsigned char>(d))) throw Error("KeyError: '" + field + "'");
+          i = std::min<size_t>(i * 10 + static_cast<size_t>(d - '0'), args.positional.size());
+        }
         if (i >= args.positional.size()) throw Error("Replacement index out of range for positional args tuple");
         v = args.positional[i];
       } else if (const Value* kv = args.keyword_arg(field)) {
@@ -162,6 +193,7 @@ Value str_format(const std::string& fmt, const CallArgs& args) {
       }
       if (spec.empty()) out += v.to_string();
       else out += percent_format("%" + spec, v).str();
+      if (out.size() > kMaxValueBytes) check_value_bytes(out.size(), "format");
       k = end;
     } else {
       out += c;
@@ -244,6 +276,7 @@ Value call_method(Renderer& r, const Value& self, const std::string& name, const
         if (!first) out += s;
         first = false;
         out += need_str(&v, "join");
+        if (out.size() > kMaxValueBytes) check_value_bytes(out.size(), "join");
       }
       return Value::string(out);
     }
@@ -369,7 +402,8 @@ Value percent_format(const std::string& fmt, const Value& args) {
     }
     std::string piece;
     std::string spec = "%" + flags + width + precision;
-    char buf[512];
+    size_t w = width.empty() ? 0 : format_field_number(width, "width");
+    size_t p = precision.size() > 1 ? format_field_number(precision.substr(1), "precision") : 0;
     switch (conv) {
       case 's':
       case 'r':
@@ -377,13 +411,11 @@ Value percent_format(const std::string& fmt, const Value& args) {
         std::string s = conv == 's' ? v.to_string() : v.repr();
         if (precision.size() > 1) {
           auto chars = utf8_chars(s);
-          size_t p = std::stoul(precision.substr(1));
           if (chars.size() > p) {
             s.clear();
             for (size_t c = 0; c < p; ++c) s += chars[c];
           }
         }
-        size_t w = width.empty() ? 0 : std::stoul(width);
         size_t len = utf8_length(s);
         if (len < w) s = flags.find('-') != std::string::npos ? s + std::string(w - len, ' ') : std::string(w - len, ' ') + s;
         piece = s;
@@ -396,10 +428,17 @@ Value percent_format(const std::string& fmt, const Value& args) {
       case 'X':
       case 'o': {
         if (!v.is_number()) throw Error(std::string("%") + conv + " format: a real number is required, not " + v.type_name());
-        long long i = v.is_float() ? static_cast<long long>(std::trunc(v.as_double())) : v.as_int();
+        long long i = v.as_int();
+        if (v.is_float()) {
+          double t = std::trunc(v.as_double());
+          if (std::isnan(t)) throw Error("cannot convert float NaN to integer");
+          // 2^63 is exact in a double; anything at or beyond it has no 64-bit integer.
+          if (!(t >= -9223372036854775808.0 && t < 9223372036854775808.0))
+            throw Error(std::string("%") + conv + " format: " + format_float(v.as_double()) + " does not fit in 64 bits");
+          i = static_cast<long long>(t);
+        }
         char c = conv == 'i' || conv == 'u' ? 'd' : conv;
-        std::snprintf(buf, sizeof buf, (spec + "ll" + c).c_str(), i);
-        piece = buf;
+        piece = printf_piece(spec + "ll" + c, i);
         break;
       }
       case 'f':
@@ -409,8 +448,7 @@ Value percent_format(const std::string& fmt, const Value& args) {
       case 'g':
       case 'G': {
         if (!v.is_number()) throw Error(std::string("must be real number, not ") + v.type_name());
-        std::snprintf(buf, sizeof buf, (spec + conv).c_str(), v.as_double());
-        piece = buf;
+        piece = printf_piece(spec + conv, v.as_double());
         break;
       }
       case 'c': {
@@ -429,6 +467,7 @@ Value percent_format(const std::string& fmt, const Value& args) {
       default: throw Error(std::string("unsupported format character '") + conv + "'");
     }
     out += piece;
+    if (out.size() > kMaxValueBytes) check_value_bytes(out.size(), "format");
   }
   if (!used_mapping && args.kind() == Kind::Tuple && next < positional.size())
     throw Error("not all arguments converted during string formatting");
@@ -453,14 +492,16 @@ void add_builtin_globals(std::map<std::string, Value>& g) {
     } else throw Error("range expected at least 1 argument, got 0");
     if (step == 0) throw Error("range() arg 3 must not be zero");
     ValueList out;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+    for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
       if (out.size() >= 100000) throw Error("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
       out.push_back(Value::integer(i));
+      if (__builtin_add_overflow(i, step, &i)) break;  // the next value is past any 64-bit stop
     }
     return Value::list(out);
   });
-  fn("namespace", [](Renderer&, const CallArgs& a) {
+  fn("namespace", [](Renderer& r, const CallArgs& a) {
     auto ns = std::make_shared<Namespace>();
+    r.adopt(ns);
     for (const Value& p : a.positional) {
       if (!p.is_dict()) throw Error("namespace() positional argument must be a mapping");
       for (const auto& [k, v] : p.mapping().items) ns->attrs.set(k, v);

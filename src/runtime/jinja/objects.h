@@ -1,8 +1,10 @@
 // Callable and attribute-bearing objects the renderer creates.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "runtime/jinja/renderer.h"
 
@@ -49,7 +51,21 @@ class Namespace : public Object {
     attrs.set(Value::string(name), v);
     return true;
   }
-  std::string repr() const override { return "<Namespace " + Value::dict(attrs).repr() + ">"; }
+  // Python's dict repr prints a dict already being printed as {...}: a namespace holding itself.
+  std::string repr() const override {
+    thread_local std::vector<const Namespace*> printing;
+    if (std::find(printing.begin(), printing.end(), this) != printing.end()) return "<Namespace {...}>";
+    printing.push_back(this);
+    struct Pop {
+      ~Pop() { printing.pop_back(); }
+    } pop;
+    return "<Namespace " + Value::dict(attrs).repr() + ">";
+  }
+  // Empties the namespace into `sink`, which breaks any cycle through it.
+  void release_into(std::vector<std::pair<Value, Value>>& sink) {
+    for (auto& item : attrs.items) sink.push_back(std::move(item));
+    attrs.items.clear();
+  }
 };
 
 class Macro : public Object {

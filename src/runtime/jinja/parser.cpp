@@ -1,9 +1,11 @@
 #include "runtime/jinja/parser.h"
 
+#include <cerrno>
 #include <cstdlib>
 #include <initializer_list>
 
 #include "tensor/error.h"
+#include "tensor/stack_guard.h"
 
 namespace inkling::jinja {
 namespace {
@@ -13,6 +15,7 @@ class Parser {
   Parser(const std::vector<Token>& tokens, const std::string& name) : toks_(tokens), name_(name) {}
 
   Body parse_template() {
+    StackScope scope;
     Body body = subparse({});
     if (cur().type != TokenType::kEof) fail("unexpected tag '" + cur().text + "'");
     return body;
@@ -47,6 +50,10 @@ class Parser {
       default: return "'" + t.text + "'";
     }
   }
+  // Every cycle of the recursive descent passes through here.
+  void check_nesting() const {
+    if (stack_exhausted()) fail("the template nests blocks or expressions too deeply");
+  }
   void expect_op(const char* op) {
     if (!skip_op(op)) fail(std::string("expected '") + op + "', got " + describe(cur()));
   }
@@ -59,6 +66,18 @@ class Parser {
   void expect_block_end() {
     if (cur().type != TokenType::kBlockEnd) fail("expected end of statement block, got " + describe(cur()));
     advance();
+  }
+
+  // Python's integers are unbounded and ours are 64-bit: a literal beyond that is an error, not
+  // a silently saturated value.
+  int64_t int_literal(const std::string& digits) const {
+    std::string plain;
+    for (char c : digits)
+      if (c != '_') plain += c;
+    errno = 0;
+    long long v = std::strtoll(plain.c_str(), nullptr, 10);
+    if (errno == ERANGE) fail("integer literal " + digits + " does not fit in 64 bits");
+    return v;
   }
 
   ExprPtr node(ExprType type, int line) {
@@ -117,6 +136,7 @@ class Parser {
   }
 
   StmtPtr parse_statement() {
+    check_nesting();
     auto s = std::make_unique<Stmt>();
     s->line = cur().line;
     std::string tag = cur().text;
@@ -314,6 +334,7 @@ class Parser {
   }
 
   ExprPtr parse_not() {
+    check_nesting();
     if (is_name("not")) {
       auto n = node(ExprType::kUnary, cur().line);
       n->name = "not";
@@ -408,6 +429,7 @@ class Parser {
   }
 
   ExprPtr parse_unary(bool with_filter = true) {
+    check_nesting();
     ExprPtr e;
     if (is_op("-") || is_op("+")) {
       auto n = node(ExprType::kUnary, cur().line);
@@ -453,7 +475,7 @@ class Parser {
       }
       case TokenType::kInt: {
         auto lit = node(ExprType::kLiteral, line);
-        lit->value = Value::integer(std::strtoll(t.text.c_str(), nullptr, 10));
+        lit->value = Value::integer(int_literal(t.text));
         advance();
         return lit;
       }
@@ -512,7 +534,7 @@ class Parser {
         } else if (cur().type == TokenType::kInt) {
           n->type = ExprType::kGetItem;
           auto idx = node(ExprType::kLiteral, line);
-          idx->value = Value::integer(std::strtoll(cur().text.c_str(), nullptr, 10));
+          idx->value = Value::integer(int_literal(cur().text));
           n->b = std::move(idx);
         } else {
           fail("expected name or number after '.'");

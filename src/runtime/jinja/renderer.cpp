@@ -1,19 +1,19 @@
 #include "runtime/jinja/renderer.h"
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "runtime/jinja/objects.h"
 #include "tensor/error.h"
+#include "tensor/stack_guard.h"
 
 namespace inkling::jinja {
 namespace {
 
-// Keeps runaway recursion an error, not a stack overflow (sanitizer frames are several times larger).
-#ifdef INKLING_SANITIZED
-constexpr int kMaxDepth = 120;
-#else
+// Python's recursion limit, in the levels a template sees (macro calls, recursive loops); the
+// stack guard bounds the frames beneath them whatever each level costs.
 constexpr int kMaxDepth = 400;
-#endif
 
 [[noreturn]] void undefined_error(const Value& v) {
   const std::string& hint = v.undefined_hint();
@@ -73,6 +73,11 @@ class LoopObject : public Object {
   std::string repr() const override {
     return "<LoopContext " + std::to_string(index0 + 1) + "/" + std::to_string(items_->size()) + ">";
   }
+  // loop.changed(loop) would keep the loop alive through its own memory.
+  void forget() const {
+    last_changed_ = Value();
+    has_last_ = false;
+  }
 
  private:
   std::shared_ptr<const ValueList> items_;
@@ -84,6 +89,38 @@ class LoopObject : public Object {
 };
 
 int64_t normalize_index(int64_t i, int64_t n) { return i < 0 ? i + n : i; }
+
+bool is_ascii(const std::string& s) {
+  for (unsigned char c : s)
+    if (c >= 0x80) return false;
+  return true;
+}
+
+// Byte offset of every code point, plus the end: indexing a long non-ASCII string must not copy
+// each character into its own string.
+std::vector<uint32_t> code_point_offsets(const std::string& s) {
+  std::vector<uint32_t> offsets;
+  for (size_t k = 0; k < s.size(); ++k)
+    if ((static_cast<unsigned char>(s[k]) & 0xC0) != 0x80) offsets.push_back(static_cast<uint32_t>(k));
+  offsets.push_back(static_cast<uint32_t>(s.size()));
+  return offsets;
+}
+
+[[noreturn]] void overflow(const std::string& op) {
+  throw Error("integer overflow in '" + op + "': the result does not fit in 64 bits");
+}
+
+int64_t checked_power(int64_t base, int64_t exponent) {
+  int64_t result = 1;
+  while (exponent > 0) {
+    if (exponent & 1)
+      if (__builtin_mul_overflow(result, base, &result)) overflow("**");
+    exponent >>= 1;
+    // Squaring overflows only for |base| >= 2, and the exponent left still multiplies it in.
+    if (exponent > 0 && __builtin_mul_overflow(base, base, &base)) overflow("**");
+  }
+  return result;
+}
 
 }  // namespace
 
@@ -115,6 +152,7 @@ ValueList Renderer::iterate(const Value& v) {
       return keys;
     }
     case Kind::String: {
+      check_value_bytes(uint64_t{utf8_length(v.str())} * sizeof(Value), "iterating over a string");
       ValueList out;
       for (auto& c : utf8_chars(v.str())) out.push_back(Value::string(std::move(c)));
       return out;
@@ -159,21 +197,15 @@ Value get_item(const Value& obj, const Value& key) {
       if (key.is_int() || key.is_bool()) {
         const std::string& s = obj.str();
         int64_t i = key.as_int();
-        bool ascii = true;
-        for (unsigned char c : s)
-          if (c >= 0x80) {
-            ascii = false;
-            break;
-          }
-        if (ascii) {
+        if (is_ascii(s)) {
           int64_t n = static_cast<int64_t>(s.size());
           i = normalize_index(i, n);
           if (i >= 0 && i < n) return Value::string(std::string(1, s[static_cast<size_t>(i)]));
         } else {
-          auto chars = utf8_chars(s);
-          int64_t n = static_cast<int64_t>(chars.size());
+          std::vector<uint32_t> at = code_point_offsets(s);
+          int64_t n = static_cast<int64_t>(at.size()) - 1;
           i = normalize_index(i, n);
-          if (i >= 0 && i < n) return Value::string(chars[static_cast<size_t>(i)]);
+          if (i >= 0 && i < n) return Value::string(s.substr(at[static_cast<size_t>(i)], at[static_cast<size_t>(i) + 1] - at[static_cast<size_t>(i)]));
         }
         return Value::undefined("str object has no element " + std::to_string(key.as_int()));
       }
@@ -207,10 +239,16 @@ Value slice_value(const Value& obj, const Value& start_v, const Value& stop_v, c
       throw Error("slice indices must be integers or None");
   std::vector<int64_t> idx;
   if (obj.is_string()) {
-    auto chars = utf8_chars(obj.str());
-    slice_ints(static_cast<int64_t>(chars.size()), idx);
+    const std::string& s = obj.str();
     std::string out;
-    for (int64_t i : idx) out += chars[static_cast<size_t>(i)];
+    if (is_ascii(s)) {
+      slice_ints(static_cast<int64_t>(s.size()), idx);
+      for (int64_t i : idx) out += s[static_cast<size_t>(i)];
+    } else {
+      std::vector<uint32_t> at = code_point_offsets(s);
+      slice_ints(static_cast<int64_t>(at.size()) - 1, idx);
+      for (int64_t i : idx) out.append(s, at[static_cast<size_t>(i)], at[static_cast<size_t>(i) + 1] - at[static_cast<size_t>(i)]);
+    }
     return Value::string(out);
   }
   if (obj.is_sequence_like()) {
@@ -247,11 +285,40 @@ Value Renderer::lookup(const std::string& name, Frame& f) {
   return Value::undefined("'" + name + "' is undefined");
 }
 
+Renderer::~Renderer() {
+  std::vector<std::pair<Value, Value>> contents;
+  for (const auto& ns : namespaces_) ns->release_into(contents);
+  // `contents` dies here: lists and dicts inside are bounded in depth, namespaces now empty.
+}
+
 std::string Renderer::render(const Body& body, Frame& root) {
+  StackScope scope;
   root_ = &root;
   std::string out;
   exec(body, root, out);
   return out;
+}
+
+void Renderer::step() {
+  if (++steps_ > limits_.max_steps)
+    throw Error("the template exceeded its budget of " + std::to_string(limits_.max_steps) + " evaluation steps");
+  if (stack_exhausted()) throw Error("the template nests calls, loops or expressions too deeply for the stack");
+}
+
+void Renderer::charge(const Value& created) {
+  uint64_t bytes = 0;
+  if (created.is_string()) bytes = created.str().size();
+  else if (created.is_sequence_like()) bytes = uint64_t{created.items().size()} * sizeof(Value);
+  else if (created.is_dict()) bytes = uint64_t{created.mapping().items.size()} * 2 * sizeof(Value);
+  allocated_ += bytes;
+  if (allocated_ > limits_.max_allocated_bytes)
+    throw Error("the template built more than its budget of " + format_bytes(limits_.max_allocated_bytes) +
+                " of strings and lists");
+}
+
+void Renderer::check_output(const std::string& out) const {
+  if (out.size() > limits_.max_output_bytes)
+    throw Error("the template's output exceeded its budget of " + format_bytes(limits_.max_output_bytes));
 }
 
 Flow Renderer::exec(const Body& body, Frame& f, std::string& out) {
@@ -277,6 +344,7 @@ void Renderer::assign_targets(const std::vector<std::string>& targets, const Val
 }
 
 void Renderer::run_for(const Stmt& s, const Value& iterable, Frame& f, int depth, std::string& out) {
+  if (depth > kMaxDepth) throw Error("maximum recursion depth exceeded in a recursive loop");
   ValueList all = iterate(iterable);
   auto items = std::make_shared<ValueList>();
   if (s.cond) {
@@ -296,6 +364,7 @@ void Renderer::run_for(const Stmt& s, const Value& iterable, Frame& f, int depth
   auto loop = std::make_shared<LoopObject>(items, depth, &s, &f);
   Value loop_value = Value::object(loop);
   for (size_t k = 0; k < items->size(); ++k) {
+    step();
     loop->index0 = k;
     Frame scope{{}, &f};
     scope.vars.emplace_back("loop", loop_value);
@@ -303,14 +372,17 @@ void Renderer::run_for(const Stmt& s, const Value& iterable, Frame& f, int depth
     Flow flow = exec(s.body, scope, out);
     if (flow == Flow::kBreak) break;
   }
+  loop->forget();
 }
 
 Value Renderer::call_macro(const Stmt& m, const std::string& name, Frame* parent, const CallArgs& args,
                            const Value& caller) {
-  if (++depth_ > kMaxDepth) {
-    depth_ = 0;
-    throw Error("maximum recursion depth exceeded in macro '" + name + "'");
-  }
+  if (depth_ + 1 > kMaxDepth) throw Error("maximum recursion depth exceeded in macro '" + name + "'");
+  ++depth_;
+  struct Leave {
+    int& depth;
+    ~Leave() { --depth; }
+  } leave{depth_};
   Frame scope{{}, parent ? parent : root_};
   size_t n = m.params.size();
   if (args.positional.size() > n)
@@ -341,15 +413,21 @@ Value Renderer::call_macro(const Stmt& m, const std::string& name, Frame* parent
   int saved_line = line_;
   exec(m.body, scope, out);
   line_ = saved_line;
-  --depth_;
   return Value::string(std::move(out));
 }
 
 Flow Renderer::exec_stmt(const Stmt& s, Frame& f, std::string& out) {
   line_ = s.line;
+  step();
   switch (s.type) {
-    case StmtType::kOutput: out += s.text; return Flow::kNormal;
-    case StmtType::kEmit: out += eval(*s.expr, f).to_string(); return Flow::kNormal;
+    case StmtType::kOutput:
+      out += s.text;
+      check_output(out);
+      return Flow::kNormal;
+    case StmtType::kEmit:
+      out += eval(*s.expr, f).to_string();
+      check_output(out);
+      return Flow::kNormal;
     case StmtType::kIf:
       for (const auto& [cond, body] : s.branches)
         if (eval(*cond, f).truthy()) return exec(body, f, out);
@@ -397,6 +475,7 @@ Flow Renderer::exec_stmt(const Stmt& s, Frame& f, std::string& out) {
       CallArgs args = eval_args(*s.expr, f);
       args.keyword.emplace_back("caller", caller);
       out += call(callee, args).to_string();
+      check_output(out);
       return Flow::kNormal;
     }
     case StmtType::kFilterBlock: {
@@ -409,6 +488,7 @@ Flow Renderer::exec_stmt(const Stmt& s, Frame& f, std::string& out) {
       for (auto it = chain.rbegin(); it != chain.rend(); ++it)
         v = apply_filter(*this, (*it)->name, v, eval_args(**it, f));
       out += v.to_string();
+      check_output(out);
       return Flow::kNormal;
     }
     case StmtType::kBreak: return Flow::kBreak;
@@ -451,6 +531,19 @@ Value Renderer::eval_call(const Expr& e, Frame& f) {
 }
 
 Value Renderer::eval(const Expr& e, Frame& f) {
+  step();
+  Value v = eval_node(e, f);
+  switch (e.type) {
+    case ExprType::kLiteral:
+    case ExprType::kName:
+    case ExprType::kGetAttr:
+    case ExprType::kGetItem: break;  // these share what already exists
+    default: charge(v);
+  }
+  return v;
+}
+
+Value Renderer::eval_node(const Expr& e, Frame& f) {
   switch (e.type) {
     case ExprType::kLiteral: return e.value;
     case ExprType::kName: return lookup(e.name, f);
@@ -472,7 +565,9 @@ Value Renderer::eval(const Expr& e, Frame& f) {
       if (v.is_undefined()) undefined_error(v);
       if (!v.is_number()) throw Error("bad operand type for unary " + e.name + ": '" + v.type_name() + "'");
       if (e.name == "+") return v.is_bool() ? Value::integer(v.as_int()) : v;
-      return v.is_float() ? Value::floating(-v.as_double()) : Value::integer(-v.as_int());
+      if (v.is_float()) return Value::floating(-v.as_double());
+      if (v.as_int() == std::numeric_limits<int64_t>::min()) overflow("-");
+      return Value::integer(-v.as_int());
     }
     case ExprType::kAnd: {
       Value l = eval(*e.a, f);
@@ -550,7 +645,11 @@ static int64_t floor_div(int64_t a, int64_t b) {
 }
 
 Value Renderer::eval_binary(const std::string& op, const Value& a, const Value& b) {
-  if (op == "~") return Value::string(a.to_string() + b.to_string());
+  if (op == "~") {
+    std::string left = a.to_string(), right = b.to_string();
+    check_value_bytes(uint64_t{left.size()} + right.size(), "'~'");
+    return Value::string(left + right);
+  }
   if (a.is_undefined()) undefined_error(a);
   if (b.is_undefined()) undefined_error(b);
   if (op == "%" && a.is_string()) return percent_format(a.str(), b);
@@ -558,16 +657,31 @@ Value Renderer::eval_binary(const std::string& op, const Value& a, const Value& 
     bool fl = a.is_float() || b.is_float();
     double x = a.as_double(), y = b.as_double();
     int64_t i = a.as_int(), j = b.as_int();
-    if (op == "+") return fl ? Value::floating(x + y) : Value::integer(i + j);
-    if (op == "-") return fl ? Value::floating(x - y) : Value::integer(i - j);
-    if (op == "*") return fl ? Value::floating(x * y) : Value::integer(i * j);
+    int64_t r = 0;
+    if (op == "+") {
+      if (fl) return Value::floating(x + y);
+      if (__builtin_add_overflow(i, j, &r)) overflow(op);
+      return Value::integer(r);
+    }
+    if (op == "-") {
+      if (fl) return Value::floating(x - y);
+      if (__builtin_sub_overflow(i, j, &r)) overflow(op);
+      return Value::integer(r);
+    }
+    if (op == "*") {
+      if (fl) return Value::floating(x * y);
+      if (__builtin_mul_overflow(i, j, &r)) overflow(op);
+      return Value::integer(r);
+    }
     if (op == "/") {
       if (y == 0) throw Error("division by zero");
       return Value::floating(x / y);
     }
     if (op == "//") {
       if (y == 0) throw Error("integer division or modulo by zero");
-      return fl ? Value::floating(std::floor(x / y)) : Value::integer(floor_div(i, j));
+      if (fl) return Value::floating(std::floor(x / y));
+      if (i == std::numeric_limits<int64_t>::min() && j == -1) overflow(op);
+      return Value::integer(floor_div(i, j));
     }
     if (op == "%") {
       if (y == 0) throw Error("integer division or modulo by zero");
@@ -576,20 +690,23 @@ Value Renderer::eval_binary(const std::string& op, const Value& a, const Value& 
         if (m != 0 && ((m < 0) != (y < 0))) m += y;
         return Value::floating(m);
       }
-      return Value::integer(i - floor_div(i, j) * j);
+      if (j == -1) return Value::integer(0);  // also INT64_MIN % -1, which the CPU traps on
+      int64_t m = i % j;  // i - floor(i / j) * j could overflow; the remainder cannot
+      if (m != 0 && ((m < 0) != (j < 0))) m += j;
+      return Value::integer(m);
     }
     if (op == "**") {
-      if (!fl && j >= 0) {
-        int64_t r = 1;
-        for (int64_t k = 0; k < j; ++k) r *= i;
-        return Value::integer(r);
-      }
+      if (!fl && j >= 0) return Value::integer(checked_power(i, j));
       return Value::floating(std::pow(x, y));
     }
   }
   if (op == "+") {
-    if (a.is_string() && b.is_string()) return Value::string(a.str() + b.str());
+    if (a.is_string() && b.is_string()) {
+      check_value_bytes(uint64_t{a.str().size()} + b.str().size(), "'+'");
+      return Value::string(a.str() + b.str());
+    }
     if (a.is_sequence_like() && a.kind() == b.kind()) {
+      check_value_bytes((uint64_t{a.items().size()} + b.items().size()) * sizeof(Value), "'+'");
       ValueList items = a.items();
       items.insert(items.end(), b.items().begin(), b.items().end());
       return a.kind() == Kind::Tuple ? Value::tuple(std::move(items)) : Value::list(std::move(items));
@@ -599,14 +716,18 @@ Value Renderer::eval_binary(const std::string& op, const Value& a, const Value& 
     const Value* seq = a.is_number() ? &b : &a;
     const Value* count = a.is_number() ? &a : &b;
     if ((count->is_int() || count->is_bool()) && (seq->is_string() || seq->is_sequence_like())) {
-      int64_t n = std::max<int64_t>(0, count->as_int());
+      uint64_t n = static_cast<uint64_t>(std::max<int64_t>(0, count->as_int()));
+      uint64_t unit = seq->is_string() ? seq->str().size() : seq->items().size() * sizeof(Value);
+      check_value_bytes(n, unit, "'*'");
+      if (unit == 0) n = std::min<uint64_t>(n, 1);  // "" * 10**18 is "" without the loop
       if (seq->is_string()) {
         std::string out;
-        for (int64_t k = 0; k < n; ++k) out += seq->str();
+        out.reserve(n * unit);
+        for (uint64_t k = 0; k < n; ++k) out += seq->str();
         return Value::string(out);
       }
       ValueList items;
-      for (int64_t k = 0; k < n; ++k) items.insert(items.end(), seq->items().begin(), seq->items().end());
+      for (uint64_t k = 0; k < n; ++k) items.insert(items.end(), seq->items().begin(), seq->items().end());
       return seq->kind() == Kind::Tuple ? Value::tuple(items) : Value::list(items);
     }
   }

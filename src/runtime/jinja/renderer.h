@@ -2,11 +2,13 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "runtime/jinja/ast.h"
+#include "runtime/jinja/limits.h"
 #include "runtime/jinja/value.h"
 
 namespace inkling::jinja {
@@ -21,9 +23,16 @@ struct Frame {
 
 enum class Flow { kNormal, kBreak, kContinue };
 
+class Namespace;
+
 class Renderer {
  public:
-  Renderer(const std::map<std::string, Value>& globals) : globals_(globals) {}
+  Renderer(const std::map<std::string, Value>& globals, const RenderLimits& limits = {})
+      : globals_(globals), limits_(limits) {}
+  // Empties every namespace the render created: they may hold one another in cycles.
+  ~Renderer();
+  Renderer(const Renderer&) = delete;
+  Renderer& operator=(const Renderer&) = delete;
 
   std::string render(const Body& body, Frame& root);
 
@@ -40,20 +49,31 @@ class Renderer {
   int line() const { return line_; }
   Frame* root() const { return root_; }
 
+  // namespace() registers what it creates, so the render's end can break their cycles.
+  void adopt(std::shared_ptr<Namespace> ns) { namespaces_.push_back(std::move(ns)); }
+
   // Items of anything Python could iterate (dict -> keys, str -> chars).
   static ValueList iterate(const Value& v);
 
  private:
   Flow exec_stmt(const Stmt& s, Frame& f, std::string& out);
+  Value eval_node(const Expr& e, Frame& f);
   Value eval_binary(const std::string& op, const Value& a, const Value& b);
+  void step();
+  void charge(const Value& created);
+  void check_output(const std::string& out) const;
   Value eval_call(const Expr& e, Frame& f);
   CallArgs eval_args(const Expr& e, Frame& f);
   void assign_targets(const std::vector<std::string>& targets, const Value& v, Frame& f);
 
   const std::map<std::string, Value>& globals_;
+  RenderLimits limits_;
   Frame* root_ = nullptr;
   int line_ = 0;
   int depth_ = 0;
+  uint64_t steps_ = 0;
+  uint64_t allocated_ = 0;
+  std::vector<std::shared_ptr<Namespace>> namespaces_;
 };
 
 // Python-compatible operations used by both the renderer and the builtins.

@@ -25,13 +25,22 @@ void Template::set_function(const std::string& name, NativeFunction fn) {
 std::string Template::render(const nlohmann::ordered_json& context) const {
   if (!context.is_object() && !context.is_null()) throw Error(name_ + ": render context must be a JSON object");
   Frame root;
-  if (context.is_object())
-    for (auto it = context.begin(); it != context.end(); ++it) root.vars.emplace_back(it.key(), Value::from_json(it.value()));
-  Renderer renderer(globals_);
+  try {
+    if (context.is_object())
+      for (auto it = context.begin(); it != context.end(); ++it)
+        root.vars.emplace_back(it.key(), Value::from_json(it.value()));
+  } catch (const Error& e) {
+    throw Error(name_ + ": render context: " + e.what());
+  }
+  Renderer renderer(globals_, limits_);
   try {
     return renderer.render(*body_, root);
   } catch (const Error& e) {
     throw Error(name_ + ":" + std::to_string(renderer.line()) + ": " + e.what());
+  } catch (const std::bad_alloc&) {
+    throw Error(name_ + ":" + std::to_string(renderer.line()) + ": out of memory while rendering");
+  } catch (const std::length_error& e) {
+    throw Error(name_ + ":" + std::to_string(renderer.line()) + ": a string or list grew too large (" + e.what() + ")");
   }
 }
 

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/jinja/limits.h"
 #include "runtime/jinja/value.h"
 
 namespace inkling::jinja {
@@ -25,8 +26,11 @@ class Template {
   static Template parse(std::string_view source, std::string name = "template");
 
   // Renders with `context` as the template's variables (dict order is kept).
-  // Throws inkling::Error "<name>:<line>: ..." for runtime errors and raise_exception.
+  // Throws inkling::Error "<name>:<line>: ..." for runtime errors, raise_exception and a render
+  // that exceeds its limits (limits.h).
   std::string render(const nlohmann::ordered_json& context) const;
+
+  void set_limits(const RenderLimits& limits) { limits_ = limits; }
 
   // Extra globals; they shadow the builtins (range, namespace, strftime_now...) but
   // context variables shadow them.
@@ -39,6 +43,7 @@ class Template {
   std::string name_;
   std::shared_ptr<const std::vector<std::unique_ptr<Stmt>>> body_;
   std::map<std::string, Value> globals_;
+  RenderLimits limits_;
 };
 
 }  // namespace inkling::jinja

@@ -5,9 +5,43 @@
 #include <cmath>
 #include <cstdio>
 
+#include "runtime/jinja/limits.h"
 #include "tensor/error.h"
+#include "tensor/stack_guard.h"
 
 namespace inkling::jinja {
+
+std::string format_bytes(uint64_t bytes) {
+  if (bytes >= (uint64_t{1} << 30) && bytes % (uint64_t{1} << 30) == 0) return std::to_string(bytes >> 30) + " GiB";
+  if (bytes >= (uint64_t{1} << 20) && bytes % (uint64_t{1} << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+  return std::to_string(bytes) + " bytes";
+}
+
+void check_value_bytes(uint64_t bytes, const char* what) {
+  if (bytes > kMaxValueBytes)
+    throw Error(std::string(what) + " would build a value of " + std::to_string(bytes) +
+                " bytes, over the limit of " + format_bytes(kMaxValueBytes) + " for one string or list");
+}
+
+void check_value_bytes(uint64_t count, uint64_t unit, const char* what) {
+  unsigned __int128 bytes = static_cast<unsigned __int128>(count) * unit;
+  if (bytes <= kMaxValueBytes) return;
+  std::string size = bytes > UINT64_MAX ? "more than " + std::to_string(UINT64_MAX) : std::to_string(static_cast<uint64_t>(bytes));
+  throw Error(std::string(what) + " would build a value of " + size + " bytes, over the limit of " +
+              format_bytes(kMaxValueBytes) + " for one string or list");
+}
+
+namespace {
+
+// Throws when text a value is printed into has outgrown the one-value limit (a list repeating one
+// large string prints far more than it stores).
+void check_printed(const std::string& out, const char* what) {
+  if (out.size() > kMaxValueBytes)
+    throw Error(std::string(what) + " printed more than the limit of " + format_bytes(kMaxValueBytes) +
+                " for one string");
+}
+
+}  // namespace
 
 const Value* CallArgs::keyword_arg(std::string_view name) const {
   for (const auto& [key, value] : keyword)
@@ -84,9 +118,20 @@ Value Value::string(std::string s) {
   v.s_ = std::make_shared<const std::string>(std::move(s));
   return v;
 }
+void Value::set_nesting_from(const Value& child) {
+  if (child.nesting_ + 1 > nesting_) {
+    if (child.nesting_ + 1 > kMaxValueNesting)
+      throw Error("lists and dicts nested deeper than " + std::to_string(kMaxValueNesting) + " levels");
+    nesting_ = static_cast<uint16_t>(child.nesting_ + 1);
+  }
+}
+
 Value Value::list(ValueList items) {
+  check_value_bytes(uint64_t{items.size()} * sizeof(Value), "a list");
   Value v;
   v.kind_ = Kind::List;
+  v.nesting_ = 1;
+  for (const Value& e : items) v.set_nesting_from(e);
   v.list_ = std::make_shared<const ValueList>(std::move(items));
   return v;
 }
@@ -96,8 +141,14 @@ Value Value::tuple(ValueList items) {
   return v;
 }
 Value Value::dict(Dict d) {
+  check_value_bytes(uint64_t{d.items.size()} * 2 * sizeof(Value), "a dict");
   Value v;
   v.kind_ = Kind::Dict;
+  v.nesting_ = 1;
+  for (const auto& [key, e] : d.items) {
+    v.set_nesting_from(key);
+    v.set_nesting_from(e);
+  }
   v.dict_ = std::make_shared<const Dict>(std::move(d));
   return v;
 }
@@ -108,7 +159,11 @@ Value Value::object(std::shared_ptr<Object> o) {
   return v;
 }
 
-Value Value::from_json(const nlohmann::ordered_json& j) {
+Value Value::from_json(const nlohmann::ordered_json& j) { return from_json_at(j, 0); }
+
+Value Value::from_json_at(const nlohmann::ordered_json& j, int depth) {
+  if ((j.is_array() || j.is_object()) && depth >= kMaxValueNesting)
+    throw Error("JSON nested deeper than " + std::to_string(kMaxValueNesting) + " levels");
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null: return none();
     case nlohmann::ordered_json::value_t::boolean: return boolean(j.get<bool>());
@@ -116,18 +171,20 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
     case nlohmann::ordered_json::value_t::number_unsigned:
       return integer(static_cast<int64_t>(j.get<uint64_t>()));
     case nlohmann::ordered_json::value_t::number_float: return floating(j.get<double>());
-    case nlohmann::ordered_json::value_t::string: return string(j.get<std::string>());
+    case nlohmann::ordered_json::value_t::string:
+      check_value_bytes(j.get_ref<const std::string&>().size(), "a JSON string");
+      return string(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       ValueList items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(from_json(e));
+      for (const auto& e : j) items.push_back(from_json_at(e, depth + 1));
       return list(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
       Dict d;
       d.items.reserve(j.size());
       for (auto it = j.begin(); it != j.end(); ++it)
-        d.items.emplace_back(string(it.key()), from_json(it.value()));
+        d.items.emplace_back(string(it.key()), from_json_at(it.value(), depth + 1));
       return dict(std::move(d));
     }
     default: return none();
@@ -258,6 +315,8 @@ static std::string repr_string(const std::string& s) {
 }
 
 std::string Value::repr() const {
+  // Objects (namespaces) can hold one another without bound; lists and dicts are bounded.
+  if (stack_exhausted()) throw Error("a value nested too deeply to print");
   switch (kind_) {
     case Kind::String: return repr_string(*s_);
     case Kind::List:
@@ -266,6 +325,7 @@ std::string Value::repr() const {
       for (size_t k = 0; k < list_->size(); ++k) {
         if (k) out += ", ";
         out += (*list_)[k].repr();
+        check_printed(out, "printing a list");
       }
       if (kind_ == Kind::Tuple && list_->size() == 1) out += ",";
       out += kind_ == Kind::List ? "]" : ")";
@@ -278,6 +338,7 @@ std::string Value::repr() const {
         if (!first) out += ", ";
         first = false;
         out += k.repr() + ": " + v.repr();
+        check_printed(out, "printing a dict");
       }
       return out + "}";
     }
@@ -422,7 +483,10 @@ static void json_string(const std::string& s, bool ensure_ascii, std::string& ou
 static void dump_json_into(const Value& v, const JsonOptions& o, int depth, std::string& out) {
   auto newline = [&](int d) {
     out += '\n';
-    for (int k = 0; k < d; ++k) out += o.indent;
+    for (int k = 0; k < d; ++k) {
+      out += o.indent;
+      check_printed(out, "tojson");
+    }
   };
   switch (v.kind()) {
     case Kind::None: out += "null"; return;
@@ -449,6 +513,7 @@ static void dump_json_into(const Value& v, const JsonOptions& o, int depth, std:
         first = false;
         if (o.has_indent) newline(depth + 1);
         dump_json_into(e, o, depth + 1, out);
+        check_printed(out, "tojson");
       }
       if (o.has_indent) newline(depth);
       out += ']';
@@ -481,6 +546,7 @@ static void dump_json_into(const Value& v, const JsonOptions& o, int depth, std:
         json_string(key, o.ensure_ascii, out);
         out += o.key_separator;
         dump_json_into(*e, o, depth + 1, out);
+        check_printed(out, "tojson");
       }
       if (o.has_indent) newline(depth);
       out += '}';

@@ -63,6 +63,8 @@ class Value {
   static Value tuple(ValueList items);
   static Value dict(Dict d);
   static Value object(std::shared_ptr<Object> o);
+  // Throws inkling::Error when `j` nests deeper than kMaxValueNesting or holds a string over
+  // kMaxValueBytes.
   static Value from_json(const nlohmann::ordered_json& j);
 
   Kind kind() const { return kind_; }
@@ -93,10 +95,17 @@ class Value {
   std::string repr() const;       // Python repr()
   std::string type_name() const;  // Python type name for error messages
   bool same_as(const Value& other) const;
+  // Levels of lists, tuples and dicts inside this value (0 for scalars and objects); bounded by
+  // kMaxValueNesting, so walking a value never overflows the stack.
+  int nesting() const { return nesting_; }
 
  private:
+  static Value from_json_at(const nlohmann::ordered_json& j, int depth);
+  void set_nesting_from(const Value& child);
+
   Kind kind_ = Kind::Undefined;
   bool b_ = false;
+  uint16_t nesting_ = 0;
   int64_t i_ = 0;
   double f_ = 0;
   std::shared_ptr<const std::string> s_;
