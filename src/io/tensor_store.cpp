@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
+#include "io/text_file.h"
 
 namespace inkling {
 namespace {
@@ -56,13 +57,10 @@ TensorStore TensorStore::open_dir(const fs::path& dir) {
   const fs::path index_path = dir / kIndexName;
   if (fs::exists(index_path, ec)) {
     const std::string index_label = index_path.string();
-    std::ifstream in(index_path, std::ios::binary);
-    if (!in) throw Error(index_label + ": cannot open");
-    std::stringstream buffer;
-    buffer << in.rdbuf();
+    const std::string text = read_text_file(index_path, kMaxTokenizerFileBytes, "a safetensors index");
     json index;
     try {
-      index = json::parse(buffer.str());
+      index = json::parse(text);
     } catch (const json::exception& error) {
       std::string detail = error.what();
       size_t at = detail.find("] ");

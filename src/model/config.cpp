@@ -1,9 +1,12 @@
 #include "model/config.h"
 
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
+#include "io/text_file.h"
 #include "tensor/error.h"
 
 namespace inkling {
@@ -20,18 +23,49 @@ const json* field(const json& object, const char* name) {
   return &*it;
 }
 
-int64_t require_int(const json& object, const char* name, const char* where = "text_config") {
-  const json* value = field(object, name);
-  if (!value) fail(std::string(where) + " has no \"" + name + "\"");
-  if (!value->is_number_integer() && !(value->is_number_float() && value->get<double>() == double(int64_t(value->get<double>()))))
-    fail(std::string(where) + "." + name + " must be an integer, got " + value->dump());
-  return value->is_number_integer() ? value->get<int64_t>() : int64_t(value->get<double>());
+// Every integer the config gives is narrowed to int somewhere, and some size tables before any
+// weight is read: each is checked against its range here, never cast blindly (a float like 9e66
+// has no integer, and 2^32 + 4 must not become 4).
+constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
+
+int64_t checked_int(const json& value, const std::string& what, int64_t lo = 0, int64_t hi = kIntMax) {
+  int64_t v = 0;
+  if (value.is_number_unsigned()) {
+    uint64_t u = value.get<uint64_t>();
+    if (u > static_cast<uint64_t>(hi)) fail(what + " is " + value.dump() + ", above its maximum " + std::to_string(hi));
+    v = static_cast<int64_t>(u);
+  } else if (value.is_number_integer()) {
+    v = value.get<int64_t>();
+  } else if (value.is_number_float()) {
+    double d = value.get<double>();
+    // 2^63 is exact as a double; the range test runs before any cast.
+    if (!(std::isfinite(d) && d == std::trunc(d) && d >= -9223372036854775808.0 && d < 9223372036854775808.0))
+      fail(what + " must be an integer, got " + value.dump());
+    v = static_cast<int64_t>(d);
+  } else {
+    fail(what + " must be an integer, got " + value.dump());
+  }
+  if (v < lo || v > hi)
+    fail(what + " is " + std::to_string(v) + ", outside " + std::to_string(lo) + ".." + std::to_string(hi));
+  return v;
 }
 
-std::optional<int64_t> optional_int(const json& object, const char* name) {
-  if (!field(object, name)) return std::nullopt;
-  return require_int(object, name);
+int64_t require_int(const json& object, const char* name, const char* where = "text_config", int64_t lo = INT32_MIN,
+                    int64_t hi = kIntMax) {
+  const json* value = field(object, name);
+  if (!value) fail(std::string(where) + " has no \"" + name + "\"");
+  return checked_int(*value, std::string(where) + "." + name, lo, hi);
 }
+
+std::optional<int64_t> optional_int(const json& object, const char* name, int64_t lo = INT32_MIN, int64_t hi = kIntMax) {
+  if (!field(object, name)) return std::nullopt;
+  return require_int(object, name, "text_config", lo, hi);
+}
+
+// The layer table is sized from num_hidden_layers before any tensor is read; the largest real
+// Inkling has 66 layers.
+constexpr int64_t kMaxLayers = 4096;
+constexpr int64_t kMaxExperts = 1 << 16;
 
 double require_number(const json& object, const char* name) {
   const json* value = field(object, name);
@@ -74,7 +108,7 @@ QuantizationConfig parse_quantization(const json& config, const json* hf_quant) 
     quant.mode = QuantMode::NvFp4;
     quant.group_size = 16;
     quant.bits = 4;
-    if (const json* value = field(*entry, "group_size")) quant.group_size = value->get<int>();
+    if (const json* value = field(*entry, "group_size")) quant.group_size = int(checked_int(*value, source + ".group_size"));
     if (quant.group_size != 16)
       fail(source + ": NVFP4 needs group_size 16, got " + std::to_string(quant.group_size));
     return quant;
@@ -87,8 +121,8 @@ QuantizationConfig parse_quantization(const json& config, const json* hf_quant) 
   if (!field(*entry, "bits") || !field(*entry, "group_size"))
     fail(source + " needs \"bits\" and \"group_size\" (MLX affine) or quant_algo NVFP4");
   quant.mode = QuantMode::Affine;
-  quant.bits = (*entry)["bits"].get<int>();
-  quant.group_size = (*entry)["group_size"].get<int>();
+  quant.bits = int(checked_int((*entry)["bits"], source + ".bits"));
+  quant.group_size = int(checked_int((*entry)["group_size"], source + ".group_size"));
   if (quant.bits != 4 && quant.bits != 8)
     fail(source + ": unsupported bits " + std::to_string(quant.bits) + " (supported: 4, 8)");
   if (quant.group_size != 32 && quant.group_size != 64 && quant.group_size != 128)
@@ -111,7 +145,7 @@ TextConfig parse_text_config(const json& tc) {
   if (!tc.is_object()) fail("text_config must be an object");
   TextConfig c;
   c.hidden_size = int(require_int(tc, "hidden_size"));
-  c.num_layers = int(require_int(tc, "num_hidden_layers"));
+  c.num_layers = int(require_int(tc, "num_hidden_layers", "text_config", 1, kMaxLayers));
   c.vocab_size = int(require_int(tc, "vocab_size"));
   c.unpadded_vocab_size = int(optional_int(tc, "unpadded_vocab_size").value_or(c.vocab_size));
   c.n_heads = int(require_int(tc, "num_attention_heads"));
@@ -146,9 +180,9 @@ TextConfig parse_text_config(const json& tc) {
            "cannot tell the dense MLP width from the MoE width");
     c.dense_width = int(require_int(tc, "dense_intermediate_size"));
   }
-  c.n_routed_experts = int(optional_int(tc, "n_routed_experts").value_or(
-      optional_int(tc, "num_local_experts").value_or(0)));
-  c.n_shared_experts = int(optional_int(tc, "n_shared_experts").value_or(0));
+  c.n_routed_experts = int(optional_int(tc, "n_routed_experts", 0, kMaxExperts).value_or(
+      optional_int(tc, "num_local_experts", 0, kMaxExperts).value_or(0)));
+  c.n_shared_experts = int(optional_int(tc, "n_shared_experts", 0, kMaxExperts).value_or(0));
   c.experts_per_token = int(optional_int(tc, "num_experts_per_tok").value_or(0));
   c.route_scale = float(number_or(tc, "route_scale", 1.0));
   c.mup_width_multiplier = float(number_or(tc, "logits_mup_width_multiplier", 1.0));
@@ -156,8 +190,8 @@ TextConfig parse_text_config(const json& tc) {
   c.log_scaling_alpha = float(number_or(tc, "log_scaling_alpha", 0.1));
   c.rms_norm_eps = float(number_or(tc, "rms_norm_eps", 1e-6));
   if (const json* value = field(tc, "use_embed_norm")) c.use_embed_norm = value->get<bool>();
-  c.max_position = optional_int(tc, "model_max_length")
-                       .value_or(optional_int(tc, "max_position_embeddings").value_or(1 << 20));
+  c.max_position = optional_int(tc, "model_max_length", 1)
+                       .value_or(optional_int(tc, "max_position_embeddings", 1).value_or(1 << 20));
 
   require_positive(c.hidden_size, "hidden_size");
   require_positive(c.num_layers, "num_hidden_layers");
@@ -196,7 +230,7 @@ TextConfig parse_text_config(const json& tc) {
     if (!local_ids->is_array()) fail("text_config.local_layer_ids must be a list");
     std::set<int> ids;
     for (const json& id : *local_ids) {
-      int index = id.get<int>();
+      int index = int(checked_int(id, "text_config.local_layer_ids entry", INT32_MIN));
       if (index < 0 || index >= c.num_layers)
         fail("text_config.local_layer_ids has " + std::to_string(index) + ", outside 0.." +
              std::to_string(c.num_layers - 1));
@@ -268,13 +302,13 @@ static ModelConfig parse_model_config_fields(const json& config, const json* hf_
   if (const json* value = field(config, "eos_token_id")) {
     if (value->is_array()) {
       if (value->empty()) fail("eos_token_id is an empty list");
-      m.eos_token_id = value->front().get<int>();
+      m.eos_token_id = int(checked_int(value->front(), "eos_token_id"));
     } else {
-      m.eos_token_id = value->get<int>();
+      m.eos_token_id = int(checked_int(*value, "eos_token_id"));
     }
   }
-  if (const json* value = field(config, "image_token_id")) m.image_token_id = value->get<int>();
-  if (const json* value = field(config, "audio_token_id")) m.audio_token_id = value->get<int>();
+  if (const json* value = field(config, "image_token_id")) m.image_token_id = int(checked_int(*value, "image_token_id"));
+  if (const json* value = field(config, "audio_token_id")) m.audio_token_id = int(checked_int(*value, "audio_token_id"));
   const json* text = field(config, "text_config");
   // A text-only config ("model_type": "inkling") may carry the fields at the top level.
   m.text = parse_text_config(text ? *text : config);
@@ -287,12 +321,9 @@ static ModelConfig parse_model_config_fields(const json& config, const json* hf_
 }
 
 json read_json_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot open " + path.string());
-  std::stringstream buffer;
-  buffer << in.rdbuf();
+  const std::string text = read_text_file(path, kMaxConfigFileBytes, "a " + path.filename().string());
   try {
-    return json::parse(buffer.str());
+    return json::parse(text);
   } catch (const json::exception& error) {
     throw Error(path.string() + ": invalid JSON: " + error.what());
   }

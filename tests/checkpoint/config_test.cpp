@@ -2,7 +2,10 @@
 // required fields) and the quantization entry (MLX affine, NVFP4 via hf_quant_config.json).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <set>
+#include <vector>
 
 #include "checkpoint_test_util.h"
 #include "model/config.h"
@@ -431,6 +434,60 @@ TEST(LoadModelConfig, MissingOrInvalidFilesAreNamed) {
   write_json(dir / "config.json", config);
   message = error_of([&] { load_model_config(dir); });
   EXPECT_NE(message.find("config.json"), std::string::npos) << message;
+}
+
+// ---- issue 21: integers from an untrusted config are range-checked, never narrowed blindly ----
+
+TEST(ConfigHardening, IntegersAreRangeChecked) {
+  struct Case {
+    const char* field;
+    json value;
+    const char* expected;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"num_hidden_layers", 1e9, "text_config.num_hidden_layers is 1000000000, outside 1..4096"},
+           {"num_hidden_layers", (int64_t{1} << 32) + 4, "outside 1..4096"},
+           {"hidden_size", (int64_t{1} << 32) + 64, "text_config.hidden_size is 4294967360, outside"},
+           {"model_max_length", -1, "text_config.model_max_length is -1, outside 1.."},
+           {"vocab_size", 1.5, "text_config.vocab_size must be an integer, got 1.5"},
+           {"vocab_size", 9e66, "must be an integer"},
+           {"n_routed_experts", 1e12, "outside 0..65536"},
+           {"vocab_size", uint64_t{18446744073709551615u}, "above its maximum"},
+       }) {
+    json config = base_config();
+    config["text_config"][c.field] = c.value;
+    std::string message = error_of([&] { parse_model_config(config); });
+    EXPECT_NE(message.find(c.expected), std::string::npos) << c.field << " = " << c.value.dump() << ": " << message;
+  }
+}
+
+TEST(ConfigHardening, TokenIdsMustBeIntegersInRange) {
+  for (json eos : {json(9e66), json(-5), json({9e66}), json("200006")}) {
+    json config = base_config();
+    config["eos_token_id"] = eos;
+    std::string message = error_of([&] { parse_model_config(config); });
+    EXPECT_NE(message.find("eos_token_id"), std::string::npos) << eos.dump() << ": " << message;
+  }
+  json config = base_config();
+  config["eos_token_id"] = 200006.0;  // an integral float is an integer
+  EXPECT_EQ(parse_model_config(config).eos_token_id, 200006);
+}
+
+TEST(ConfigHardening, OnlyRegularFilesOfBoundedSizeAreRead) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "config_devzero";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::filesystem::create_symlink("/dev/zero", dir / "config.json");
+  std::string message = error_of([&] { load_model_config(dir); });
+  EXPECT_NE(message.find("is a character device, not a regular file"), std::string::npos) << message;
+  std::filesystem::remove(dir / "config.json");
+  {
+    std::ofstream big(dir / "config.json");
+    big << std::string((16 << 20) + 1, ' ');
+  }
+  message = error_of([&] { load_model_config(dir); });
+  EXPECT_NE(message.find("over the limit of 16 MiB for a config.json"), std::string::npos) << message;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

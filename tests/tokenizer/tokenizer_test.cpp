@@ -2,7 +2,10 @@
 // rules against HF goldens, the PCRE2 path, errors, and streaming decode.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <string>
 
 #include "tensor/error.h"
@@ -254,4 +257,52 @@ TEST(IncrementalDecoder, HoldsBackPartialCharacterAndFlushesInvalidTail) {
 }
 
 }  // namespace
+
+// Issue 21: tables are indexed by id, so one large id in a tiny file once asked for gigabytes.
+TEST(TokenizerHardening, IdsAreBoundedByTheVocab) {
+  const Json good = synthetic_tokenizer_json(synthetic()["cases"][0]);
+  Json j = good;
+  j["model"]["vocab"]["zzzq"] = 100000000;
+  expect_load_error(j.dump(), "has id 100000000, out of range for a vocab of at most");
+  j = good;
+  j["model"]["vocab"]["zzzq"] = 641158388;
+  expect_load_error(j.dump(), "out of range");
+  j = good;
+  j["added_tokens"] = Json::array({{{"id", 90000000}, {"content", "<|big|>"}, {"special", true}}});
+  expect_load_error(j.dump(), "added token '<|big|>' has id 90000000, out of range");
+}
+
+TEST(TokenizerHardening, LibraryExceptionsBecomeNamedErrors) {
+  expect_load_error(R"({"model":1e999})", "tokenizer.json: invalid JSON");
+  const Json good = synthetic_tokenizer_json(synthetic()["cases"][0]);
+  Json j = good;
+  j["model"]["type"] = 7;
+  expect_load_error(j.dump(), "tokenizer.json: a field has the wrong type");
+  j = good;
+  j["added_tokens"] = Json::array({{{"id", 5}, {"content", "<|x|>"}, {"special", "yes"}}});
+  expect_load_error(j.dump(), "a field has the wrong type");
+}
+
+TEST(TokenizerHardening, OnlyRegularFilesOfBoundedSizeAreRead) {
+  const std::string dir = ::testing::TempDir() + "/tokenizer_devzero";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::filesystem::create_symlink("/dev/zero", dir + "/tokenizer.json");
+  try {
+    Tokenizer::from_dir(dir);
+    ADD_FAILURE() << "a symlink to /dev/zero loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is a character device, not a regular file"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(dir + "/tokenizer.json");
+  ASSERT_EQ(mkfifo((dir + "/tokenizer.json").c_str(), 0600), 0);
+  try {
+    Tokenizer::from_dir(dir);
+    ADD_FAILURE() << "a FIFO loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is a FIFO"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace inkling::test

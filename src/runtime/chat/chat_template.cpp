@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "io/text_file.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "tensor/error.h"
 
@@ -14,12 +15,8 @@ namespace inkling {
 
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read " + path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+std::string read_file(const std::string& path, size_t max_bytes) {
+  return read_text_file(path, max_bytes, "a " + std::filesystem::path(path).filename().string());
 }
 
 // tokenizer_config.json's chat_template: a string, or [{name, template}] with "default" chosen.
@@ -85,12 +82,12 @@ ChatTemplate ChatTemplate::from_source(std::string_view source, std::string orig
 }
 
 ChatTemplate ChatTemplate::from_dir(const std::string& dir, const std::string& override_path) {
-  if (!override_path.empty()) return from_source(read_file(override_path), override_path);
+  if (!override_path.empty()) return from_source(read_file(override_path, kMaxTemplateFileBytes), override_path);
   std::string config_path = dir + "/tokenizer_config.json";
   if (std::filesystem::exists(config_path)) {
     nlohmann::json config;
     try {
-      config = nlohmann::json::parse(read_file(config_path));
+      config = nlohmann::json::parse(read_file(config_path, kMaxTokenizerFileBytes));
     } catch (const nlohmann::json::exception& e) {
       throw Error(config_path + ": invalid JSON: " + e.what());
     }
@@ -102,7 +99,7 @@ ChatTemplate ChatTemplate::from_dir(const std::string& dir, const std::string& o
     }
   }
   std::string jinja_path = dir + "/chat_template.jinja";
-  if (std::filesystem::exists(jinja_path)) return from_source(read_file(jinja_path), jinja_path);
+  if (std::filesystem::exists(jinja_path)) return from_source(read_file(jinja_path, kMaxTemplateFileBytes), jinja_path);
   return from_source(builtin_chat_template(), "builtin");
 }
 

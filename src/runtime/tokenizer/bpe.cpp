@@ -154,6 +154,9 @@ void BpeModel::check_options(const Json& model) {
 void BpeModel::add_token(std::string_view text, long long id) {
   if (id < 0 || id > std::numeric_limits<int32_t>::max())
     throw Error("tokenizer.json: vocab entry " + describe(text) + " has an invalid id");
+  if (static_cast<size_t>(id) >= id_ceiling_)
+    throw Error("tokenizer.json: vocab entry " + describe(text) + " has id " + std::to_string(id) +
+                ", out of range for a vocab of at most " + std::to_string(id_ceiling_) + " ids");
   if (static_cast<size_t>(id) >= texts_.size()) {
     texts_.resize(static_cast<size_t>(id) + 1);
     bytes_of_.resize(static_cast<size_t>(id) + 1, {0, 0});
@@ -177,6 +180,10 @@ void BpeModel::add_token(std::string_view text, long long id) {
 
 void BpeModel::finish_vocab() {
   if (vocab_count_ == 0) throw Error("tokenizer.json: model.vocab is empty");
+  // Real vocabs number their entries 0..n-1; a few holes are tolerated, a sparse table is not.
+  if (static_cast<size_t>(id_limit()) > static_cast<size_t>(vocab_count_) + kIdHoleAllowance)
+    throw Error("tokenizer.json: vocab ids run to " + std::to_string(id_limit() - 1) + " but it has only " +
+                std::to_string(vocab_count_) + " entries");
   for (int b = 0; b < 256; ++b) {
     const char c = static_cast<char>(b);
     byte_ids_[b] = by_bytes_.find(std::string_view(&c, 1));
@@ -221,6 +228,7 @@ BpeModel BpeModel::from_json(const Json& model) {
   const auto vocab = model.find("vocab");
   if (vocab == model.end() || !vocab->is_object()) throw Error("tokenizer.json: model has no 'vocab' object");
   bpe.by_bytes_.reserve(vocab->size());
+  bpe.id_ceiling_ = vocab->size() + kIdHoleAllowance;
   for (const auto& [text, id] : vocab->items()) {
     if (!id.is_number_integer()) throw Error("tokenizer.json: vocab entry " + describe(text) + " has an invalid id");
     bpe.add_token(text, id.get<long long>());
@@ -253,6 +261,8 @@ BpeModel BpeModel::from_json(const Json& model, std::string_view vocab_json, std
   bpe.check_options(model);
   // An entry takes at least ~8 characters of JSON ("ab": 12,); over-reserving is cheap.
   bpe.by_bytes_.reserve(vocab_json.size() / 24 + 16);
+  // An entry takes at least 6 characters ("a":1,): the file's size bounds its count.
+  bpe.id_ceiling_ = vocab_json.size() / 6 + kIdHoleAllowance;
   scan_vocab(vocab_json, [&](std::string_view text, long long id) { bpe.add_token(text, id); });
   bpe.finish_vocab();
   scan_merges(merges_json,

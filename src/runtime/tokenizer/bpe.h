@@ -42,6 +42,9 @@ class BytesMap {
   size_t count_ = 0;
 };
 
+// Ids a vocab may skip before its table counts as sparse (and so as hostile).
+inline constexpr size_t kIdHoleAllowance = 1024;
+
 class BpeModel {
  public:
   // `model` is tokenizer.json's "model" object; throws inkling::Error naming the problem.
@@ -106,6 +109,9 @@ class BpeModel {
   int merge_shift_ = 64;
   bool ignore_merges_ = false;
   int32_t vocab_count_ = 0;
+  // Ids may not exceed what a vocab of the file's size could hold: tables are indexed by id, and
+  // one entry "x": 100000000 must not allocate gigabytes.
+  size_t id_ceiling_ = 0;
 };
 
 }  // namespace inkling::tok_detail

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "io/text_file.h"
 #include "runtime/tokenizer/added_tokens.h"
 #include "runtime/tokenizer/bpe.h"
 #include "runtime/tokenizer/json_scan.h"
@@ -20,18 +21,14 @@ using Json = nlohmann::json;
 using tok_detail::AddedToken;
 
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("tokenizer: cannot open '" + path + "'");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (!in.good() && !in.eof()) throw Error("tokenizer: cannot read '" + path + "'");
-  return std::move(buffer).str();
+  return read_text_file(path, kMaxTokenizerFileBytes, "a " + std::filesystem::path(path).filename().string());
 }
 
+// Every nlohmann exception, not only parse errors: a number like 1e999 is out_of_range.
 Json parse_json(std::string_view text, const char* what) {
   try {
     return Json::parse(text.begin(), text.end());
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {
     throw Error(std::string(what) + ": invalid JSON: " + e.what());
   }
 }
@@ -102,6 +99,13 @@ struct Tokenizer::Impl {
   }
 
   void finish_added() {
+    // Added tokens follow the vocab; their ids index tables too, so they are bounded like it.
+    const size_t ceiling = static_cast<size_t>(bpe.id_limit()) + added.size() + tok_detail::kIdHoleAllowance;
+    for (const AddedToken& token : added)
+      if (static_cast<size_t>(token.id) >= ceiling)
+        throw Error("tokenizer: added token '" + token.content + "' has id " + std::to_string(token.id) +
+                    ", out of range for a vocab of " + std::to_string(bpe.id_limit()) + " ids and " +
+                    std::to_string(added.size()) + " added tokens");
     // Later definitions of an id (tokenizer_config.json) replace earlier ones.
     std::vector<AddedToken> unique;
     std::vector<int32_t> index_of;
@@ -141,6 +145,18 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view config_json) {
+  try {
+    return build(tokenizer_json, config_json);
+  } catch (const nlohmann::json::exception& e) {
+    // A field of the wrong type (e.g. "special": "yes"); nlohmann's message names the type.
+    throw Error(std::string(config_json.empty() ? "tokenizer.json" : "tokenizer.json / tokenizer_config.json") +
+                ": a field has the wrong type: " + e.what());
+  } catch (const std::length_error& e) {
+    throw Error(std::string("tokenizer.json: a table grew too large (") + e.what() + ")");
+  }
+}
+
+Tokenizer Tokenizer::build(std::string_view tokenizer_json, std::string_view config_json) {
   // Stream the two big tables and DOM-parse only the rest (see json_scan.h).
   const auto tables = tok_detail::find_model_tables(tokenizer_json);
   Json root;

@@ -51,6 +51,7 @@ class Tokenizer {
  private:
   struct Impl;
   explicit Tokenizer(std::unique_ptr<Impl> impl);
+  static Tokenizer build(std::string_view tokenizer_json, std::string_view config_json);
   std::unique_ptr<Impl> impl_;
 };
 
