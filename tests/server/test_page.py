@@ -420,8 +420,8 @@ def test_layouts_and_screenshots(browser, server):
     browser.save_screenshot(str(SCREENSHOTS / "desktop.png"))
     # Phone: the list is a drawer behind the menu button; nothing overflows sideways.
     browser.set_window_size(*PHONE)
-    wait(browser, lambda d: d.find_element("id", "menu").is_displayed(), what="the phone layout")
-    assert rect("#sidebar")["right"] <= 0
+    wait(browser, lambda d: d.find_element("id", "menu").is_displayed() and rect("#sidebar")["right"] <= 0,
+         what="the phone layout (the list out of view)")
     assert js(browser, "return document.documentElement.scrollWidth <= window.innerWidth")
     assert rect("#composer")["right"] <= js(browser, "return window.innerWidth")
     browser.save_screenshot(str(SCREENSHOTS / "phone.png"))
@@ -433,3 +433,63 @@ def test_layouts_and_screenshots(browser, server):
     browser.set_window_size(*DESKTOP)
     for name in ("desktop.png", "phone.png", "phone-conversations.png"):
         assert (SCREENSHOTS / name).stat().st_size > 10000, name
+
+
+MARKDOWN_CASES = [
+    ("", ""),
+    ("plain", "<p>plain</p>"),
+    ("a\nb", "<p>a<br>b</p>"),
+    ("**open", "<p>**open</p>"),
+    ("*a **b** c*", "<p><em>a <strong>b</strong> c</em></p>"),
+    ("snake_case_name and 2 * 3", "<p>snake_case_name and 2 * 3</p>"),
+    ("`a <b> c`", "<p><code>a &lt;b&gt; c</code></p>"),
+    ("``x ` y``", "<p><code>x ` y</code></p>"),
+    ("\\*not em\\*", "<p>*not em*</p>"),
+    ("<script>x</script>", "<p>&lt;script&gt;x&lt;/script&gt;</p>"),
+    ("[a](javascript:alert(1))", "<p>a</p>"),
+    ("[a](data:text/html,x)", "<p>a</p>"),
+    ("[a [b]](https://x.org/(y))", '<p><a href="https://x.org/(y)" target="_blank" rel="noopener noreferrer">a [b]</a></p>'),
+    ("see https://x.org/a.", '<p>see <a href="https://x.org/a" target="_blank" rel="noopener noreferrer">https://x.org/a</a>.</p>'),
+    ("```\nopen fence\n<b>", "<pre><code>open fence\n&lt;b&gt;</code></pre>"),
+    ("~~~js\nx\n~~~", '<pre><code data-lang="js">x</code></pre>'),
+    ("# T\n---\n> q", "<h1>T</h1><hr><blockquote><p>q</p></blockquote>"),
+    ("#nohash", "<p>#nohash</p>"),
+    ("- a\n\n- b", "<ul><li><p>a</p></li><li><p>b</p></li></ul>"),
+    ("3. c\n4. d", '<ol start="3"><li>c</li><li>d</li></ol>'),
+    ("- a\n  - b\n    - c", "<ul><li>a<ul><li>b<ul><li>c</li></ul></li></ul></li></ul>"),
+    ("| a | b |\n|---|---|\n| 1 |", "<div class=\"table-wrap\"><table><thead><tr><th>a</th><th>b</th></tr></thead>"
+                                   "<tbody><tr><td>1</td><td></td></tr></tbody></table></div>"),
+    ("a | b", "<p>a | b</p>"),
+]
+
+
+def test_markdown_renderer_cases(browser, server):
+    """The renderer on its own: exact DOM for small inputs, and random punctuation soup that must
+    neither throw nor produce an element outside the renderer's set."""
+    open_page(browser, server)
+    results = browser.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        const cases = arguments[0];
+        import('/page/markdown.js').then((m) => {
+          const html = (text) => { const d = document.createElement('div'); d.appendChild(m.renderMarkdown(text)); return d; };
+          const exact = cases.map((text) => html(text).innerHTML);
+          const allowed = new Set(['P','BR','EM','STRONG','DEL','CODE','PRE','A','H1','H2','H3','H4','H5','H6','HR',
+                                   'BLOCKQUOTE','UL','OL','LI','TABLE','THEAD','TBODY','TR','TH','TD','DIV']);
+          const pieces = ['*', '**', '_', '`', '```', '~~', '[', ']', '(', ')', '<', '>', '|', '-', '1.', '#', '\\\\',
+                          '\\n', '\\n\\n', '  ', 'x', 'http://a.b', '<img src=x>', '---', '![a](b)', '[a](http://c)'];
+          let seed = 7;
+          const bad = [];
+          const rand = (n) => (seed = (seed * 1103515245 + 12345) % 2147483648) % n;
+          for (let k = 0; k < 400; k++) {
+            let text = '';
+            for (let j = rand(40); j > 0; j--) text += pieces[rand(pieces.length)];
+            try {
+              for (const e of html(text).querySelectorAll('*')) if (!allowed.has(e.tagName)) bad.push([text, e.tagName]);
+            } catch (e) { bad.push([text, String(e)]); }
+          }
+          done({exact, bad});
+        });
+    """, [c[0] for c in MARKDOWN_CASES])
+    for (text, expected), got in zip(MARKDOWN_CASES, results["exact"]):
+        assert got == expected, f"{text!r}"
+    assert results["bad"] == []

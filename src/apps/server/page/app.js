@@ -121,6 +121,7 @@ $("key-form").addEventListener("submit", async (event) => {
     const waiters = keyWaiters;
     keyWaiters = [];
     waiters.forEach((resolve) => resolve());
+    if (!streaming) renderConversation();
   }
 });
 $("key-dialog").addEventListener("cancel", (event) => event.preventDefault());  // the page needs it
@@ -305,7 +306,12 @@ function assistantView(reply) {
   function schedule() {
     if (pending) return;
     pending = true;
-    requestAnimationFrame(update);
+    requestAnimationFrame(() => {
+      const box = $("messages");
+      const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 80;
+      update();
+      if (atBottom) box.scrollTop = box.scrollHeight;  // follow the stream unless the reader scrolled up
+    });
   }
   update();
   return { root, update, schedule };
@@ -538,14 +544,8 @@ async function readStream(response, reply, view, clock) {
         }
       }
       view.schedule();
-      followScroll();
     }
   }
-}
-
-function followScroll() {
-  const box = $("messages");
-  if (box.scrollHeight - box.scrollTop - box.clientHeight < 120) box.scrollTop = box.scrollHeight;
 }
 
 function finishStream() {
@@ -611,5 +611,5 @@ window.addEventListener("storage", (event) => {  // another tab changed the list
 loadSettings();
 renderConversationList();
 renderConversation();
-probe().then(() => renderConversation());
+probe().then(() => streaming || renderConversation());
 document.body.dataset.ready = "1";

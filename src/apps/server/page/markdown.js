@@ -88,11 +88,11 @@ function findCloser(text, from, delim) {
       if (end > 0) j = end + run.length - 1;
       continue;
     }
+    if (delim.length === 1 && text[j] === delim && text[j + 1] === delim) {  // a longer run: not this closer
+      while (text[j + 1] === delim) j++;
+      continue;
+    }
     if (text.startsWith(delim, j) && j > from && !/\s/.test(text[j - 1])) {
-      if (delim.length === 1 && text[j + 1] === delim) {  // part of a longer run: skip it
-        j++;
-        continue;
-      }
       if (delim[0] === "_" && isWordChar(text[j + delim.length])) continue;
       return j;
     }
