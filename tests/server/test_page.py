@@ -262,7 +262,10 @@ def test_conversations_are_kept_across_a_reload(browser, server):
     assert bubbles == ["Remember the tangerine.", "And the plum."]
     assert answers == ["Tangerine noted.", "Plum noted too."]
     # A deleted conversation is gone after the next reload too.
-    browser.find_elements("css selector", "#conversations .delete")[0].click()
+    from selenium.webdriver.common.action_chains import ActionChains
+    first = browser.find_elements("css selector", "#conversations li")[0]
+    ActionChains(browser).move_to_element(first).perform()  # the delete button shows on hover
+    first.find_element("css selector", ".delete").click()
     browser.refresh()
     wait(browser, lambda d: js(d, "return document.body.dataset.ready === '1'"))
     titles = [e.get_attribute("textContent") for e in browser.find_elements("css selector", "#conversations .open")]
@@ -412,12 +415,16 @@ def test_layouts_and_screenshots(browser, server):
          answer("| city | sky |\n|---|---|\n| Paris | *sunny* |\n\n```json\n{\"city\": \"Paris\"}\n```",
                 reasoning="A small table will do."))
     wait_reply(browser)
-    js(browser, "document.querySelector('#messages .reasoning').open = true")
+    js(browser, "document.querySelectorAll('#messages .reasoning').forEach(r => r.open = true)")
     rect = lambda selector: js(browser, f"return document.querySelector('{selector}').getBoundingClientRect().toJSON()")
     # Desktop: the list beside the conversation.
     assert rect("#sidebar")["width"] > 200 and rect("#sidebar")["left"] == 0
     assert not browser.find_element("id", "menu").is_displayed()
     browser.save_screenshot(str(SCREENSHOTS / "desktop.png"))
+    browser.find_element("id", "settings-toggle").click()
+    assert browser.find_element("id", "system-prompt").is_displayed()
+    browser.save_screenshot(str(SCREENSHOTS / "desktop-settings.png"))
+    browser.find_element("id", "settings-toggle").click()
     # Phone: the list is a drawer behind the menu button; nothing overflows sideways.
     browser.set_window_size(*PHONE)
     wait(browser, lambda d: d.find_element("id", "menu").is_displayed() and rect("#sidebar")["right"] <= 0,
@@ -431,7 +438,7 @@ def test_layouts_and_screenshots(browser, server):
     browser.find_element("id", "new-chat").click()
     assert len(browser.find_elements("css selector", "#messages .msg")) == 0
     browser.set_window_size(*DESKTOP)
-    for name in ("desktop.png", "phone.png", "phone-conversations.png"):
+    for name in ("desktop.png", "desktop-settings.png", "phone.png", "phone-conversations.png"):
         assert (SCREENSHOTS / name).stat().st_size > 10000, name
 
 
