@@ -500,3 +500,36 @@ def test_markdown_renderer_cases(browser, server):
     for (text, expected), got in zip(MARKDOWN_CASES, results["exact"]):
         assert got == expected, f"{text!r}"
     assert results["bad"] == []
+
+
+def test_the_browser_enforces_the_policy(browser, server):
+    """The header is not decoration: chromium refuses an injected inline script and a remote fetch."""
+    open_page(browser, server)
+    result = browser.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        const s = document.createElement('script');
+        s.textContent = 'window.__inline = 1';
+        document.body.appendChild(s);
+        fetch('http://192.0.2.1/x').then(() => done({inline: window.__inline ?? null, remote: 'fetched'}),
+                                         (e) => done({inline: window.__inline ?? null, remote: e.name}));
+    """)
+    assert result == {"inline": None, "remote": "TypeError"}
+    messages = " ".join(console_errors(browser))
+    assert "Content Security Policy" in messages and "script-src" in messages and "connect-src" in messages
+
+
+def test_copy_buttons(browser, server):
+    open_page(browser, server)
+    browser.execute_cdp_cmd("Browser.grantPermissions", {"origin": server.url,
+                                                         "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]})
+    send(browser, "Copy me.", answer("Use `ls`:\n\n```sh\nls -la\n```"))
+    reply = wait_reply(browser)
+    read = "const done = arguments[arguments.length - 1]; navigator.clipboard.readText().then(done, (e) => done('error: ' + e))"
+    code_copy = reply.find_element("css selector", ".code-bar .copy")
+    code_copy.click()
+    wait(browser, lambda d: code_copy.text == "Copied", what="the code's copy button to confirm")
+    assert browser.execute_async_script(read) == "ls -la"
+    answer_copy = reply.find_element("css selector", ".msg-foot .copy")
+    answer_copy.click()
+    wait(browser, lambda d: answer_copy.text == "Copied", what="the answer's copy button to confirm")
+    assert browser.execute_async_script(read) == "Use `ls`:\n\n```sh\nls -la\n```"
