@@ -196,6 +196,20 @@ def test_reasoning_streams_into_its_panel_then_the_answer(browser, slow_server):
     assert int(figures.get_attribute("data-prompt")) > 0 and int(figures.get_attribute("data-generated")) > 10
     assert re.search(r"prompt \d+ · \d+ generated · [\d.]+ tokens/s", figures.text), figures.text
     assert browser.find_element("id", "send").is_displayed()
+    # The reader's choice wins: folded while the model still thinks, it stays folded.
+    send(browser, "And six?", answer("Six.", reasoning=" ".join(f"step{i}" for i in range(20))))
+    wait(browser, lambda d: js(d, "const r = [...document.querySelectorAll('.msg.assistant')].pop();"
+                                  "return r.querySelector('.reasoning').open && r.querySelector('.reasoning-text').textContent.length > 0"),
+         what="the second reasoning streaming")
+    last_reply(browser).find_element("css selector", "summary").click()
+    grown_from = len(text_of(last_reply(browser), ".reasoning-text"))
+    wait(browser, lambda d: len(text_of(last_reply(d), ".reasoning-text")) > grown_from + 10, what="more reasoning")
+    assert not js(browser, "return [...document.querySelectorAll('.reasoning')].pop().open")
+    assert text_of(last_reply(browser), ".content") == ""
+    reply = wait_reply(browser)
+    assert text_of(reply, ".content") == "Six." and text_of(reply, ".reasoning-text").endswith("step19")
+    reply.find_element("css selector", "summary").click()
+    assert js(browser, "return [...document.querySelectorAll('.reasoning')].pop().open")
     assert console_errors(browser) == []
 
 

@@ -259,7 +259,8 @@ function assistantView(reply) {
   const figures = el("span", "figures");
   foot.append(figures, copyButton(() => reply.content, "copy this answer"));
   root.append(reasoning, tools, content, error, foot);
-  let renderedContent = null, renderedTools = null, pending = false;
+  let renderedContent = null, renderedTools = null, pending = false, userToggled = false;
+  summary.addEventListener("click", () => (userToggled = true));
 
   function update() {
     pending = false;
@@ -269,11 +270,8 @@ function assistantView(reply) {
     const thinking = live && !reply.content && !(reply.tool_calls || []).length;
     summary.textContent = thinking ? "Thinking…" : "Reasoning";
     reasoning.classList.toggle("live", thinking);
-    if (thinking) reasoning.open = true;
-    else if (live && reasoning.dataset.autoClosed !== "1") {
-      reasoning.open = false;  // the answer began: fold the reasoning away (a click reopens it)
-      reasoning.dataset.autoClosed = "1";
-    }
+    // Open while the model thinks, folded once the answer begins, unless the reader chose.
+    if (!userToggled && live) reasoning.open = thinking;
     const toolsKey = JSON.stringify(reply.tool_calls || []);
     if (toolsKey !== renderedTools) {
       renderedTools = toolsKey;
