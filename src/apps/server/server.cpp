@@ -309,7 +309,8 @@ struct HttpServer::Impl {
         res.status = 204;
         return httplib::Server::HandlerResponse::Handled;
       }
-      const bool public_route = req.path == "/health" || ((req.method == "GET" || req.method == "HEAD") && is_page_path(req.path));
+      const bool page = (req.method == "GET" || req.method == "HEAD") && is_page_path(req.path);
+      const bool public_route = req.path == "/health" || page;
       if (!public_route && !authorized(req)) {
         send_error(req, res, ApiError(401, "authentication_error", "invalid or missing API key"));
         return httplib::Server::HandlerResponse::Handled;
