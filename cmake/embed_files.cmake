@@ -1,6 +1,6 @@
 # Writes a C++ source holding files as byte arrays, run at build time:
-#   cmake -DOUTPUT=out.cpp -DBASE=dir -DFILES="a.html;b.js" -DNAMESPACE=ns -DFUNCTION=name -P embed_files.cmake
-# Each file becomes {name relative to BASE, bytes, size} in the table that `FUNCTION()` returns
+#   cmake -DOUTPUT=out.cpp -DBASE=dir -DFILES="dir/a.html|dir/b.js" -DNAMESPACE=ns -DFUNCTION=name -P embed_files.cmake
+# (FILES separated by "|": a ";" list would be split on the command line). Each file becomes {name relative to BASE, bytes, size} in the table that `FUNCTION()` returns
 # (declared in apps/server/page.h). Ours, so the page needs no tool beyond CMake.
 cmake_minimum_required(VERSION 3.20)
 foreach(var OUTPUT BASE FILES NAMESPACE FUNCTION)
@@ -31,11 +31,4 @@ string(APPEND text "#include <cstddef>\n#include <span>\n\n#include \"apps/serve
 string(APPEND text "namespace ${NAMESPACE} {\n\nnamespace {\n\n${arrays}const EmbeddedFile kFiles[] = {\n${entries}};\n\n}  // namespace\n\n")
 string(APPEND text "std::span<const EmbeddedFile> ${FUNCTION}() { return kFiles; }\n\n}  // namespace ${NAMESPACE}\n")
 
-# Rewrite only on change, so an unchanged page does not rebuild the server.
-if(EXISTS "${OUTPUT}")
-  file(READ "${OUTPUT}" old)
-  if(old STREQUAL text)
-    return()
-  endif()
-endif()
 file(WRITE "${OUTPUT}" "${text}")
