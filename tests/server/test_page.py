@@ -402,6 +402,7 @@ def test_api_key_is_asked_once(browser, keyed_server):
     reply = wait_reply(browser)
     assert text_of(reply, ".error") == ""
     assert reply.find_element("css selector", ".figures").get_attribute("data-generated") == "3"
+    assert "cut off at the token limit" in text_of(reply, ".figures")
     # Kept for the session: a reload does not ask again.
     browser.refresh()
     wait(browser, lambda d: js(d, "return document.body.dataset.ready === '1'"))

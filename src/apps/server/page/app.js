@@ -293,7 +293,10 @@ function assistantView(reply) {
     error.hidden = !reply.error;
     error.textContent = reply.error || "";
     const f = reply.figures || {};
-    figures.textContent = live ? "…" : figuresText(f) + (reply.stopped ? (figuresText(f) ? " · " : "") + "stopped" : "");
+    const notes = [figuresText(f)];
+    if (reply.finish_reason === "length") notes.push("cut off at the token limit");
+    if (reply.stopped) notes.push("stopped");
+    figures.textContent = live ? "…" : notes.filter(Boolean).join(" · ");
     for (const key of ["prompt", "cached", "generated"]) {
       if (f[key] !== undefined) figures.dataset[key] = String(f[key]);
       else delete figures.dataset[key];
