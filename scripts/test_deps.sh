@@ -1,22 +1,41 @@
 #!/usr/bin/env bash
-# Installs the Python packages the server's end-to-end tests use (pytest and the official openai /
-# anthropic clients) into build/test-venv, only when missing. Tests and references only: the
-# engine itself never uses Python.
+# Installs what the server's end-to-end tests use, only when missing: pytest, the official openai /
+# anthropic clients and selenium into build/test-venv, and Debian's chromium + chromedriver for the
+# chat page's browser tests. Tests and references only: the engine itself never uses Python.
+# A browser that cannot be installed is a warning (those tests then skip, saying why), an error
+# when INKLING_REQUIRE_BROWSER=1 (CI sets it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=build/test-venv
-packages=(pytest openai anthropic requests)
+packages=(pytest openai anthropic requests selenium)
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+apt_updated=0
+apt_install() {
+  if [ "$apt_updated" -eq 0 ]; then
+    $SUDO apt-get update -qq
+    apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
 if [ ! -x "$venv/bin/python" ]; then
   if ! python3 -m venv "$venv" >/dev/null 2>&1; then
     echo "installing: python3-venv" >&2
-    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3 python3-venv >/dev/null
+    apt_install python3 python3-venv
     rm -rf "$venv"
     python3 -m venv "$venv"
   fi
 fi
-if ! "$venv/bin/python" -c "import pytest, openai, anthropic, requests" 2>/dev/null; then
+if ! "$venv/bin/python" -c "import pytest, openai, anthropic, requests, selenium" 2>/dev/null; then
   echo "installing into $venv: ${packages[*]}" >&2
   "$venv/bin/python" -m pip install -q --disable-pip-version-check "${packages[@]}"
+fi
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  echo "installing: chromium chromium-driver" >&2
+  if ! (apt_install chromium chromium-driver); then
+    if [ "${INKLING_REQUIRE_BROWSER:-0}" = 1 ]; then
+      echo "error: could not install chromium and chromium-driver (INKLING_REQUIRE_BROWSER=1)" >&2
+      exit 1
+    fi
+    echo "warning: could not install chromium and chromium-driver; the browser tests will be skipped" >&2
+  fi
 fi

@@ -82,7 +82,7 @@ Runner add_serve(CLI::App& app) {
   app.add_option("--host", args->host, "address to listen on")->capture_default_str();
   app.add_option("--port", args->port, "port to listen on (0: any free port, printed at start)")->capture_default_str();
   auto* key = app.add_option("--api-key", args->api_key,
-                             "require this key (Authorization: Bearer KEY or x-api-key: KEY) on every route but /health");
+                             "require this key (Authorization: Bearer KEY or x-api-key: KEY) on every route but /health and the chat page");
   app.add_option("--api-key-file", args->api_key_file, "read the key from a file (keeps it out of the process list)")
       ->excludes(key);
   app.add_option("--parallel", args->parallel,

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "apps/server/front_door.h"
+#include "apps/server/page.h"
 #include "runtime/serve/prompt.h"
 #include "tensor/error.h"
 
@@ -308,7 +309,8 @@ struct HttpServer::Impl {
         res.status = 204;
         return httplib::Server::HandlerResponse::Handled;
       }
-      const bool public_route = req.path == "/health" || req.path == "/";
+      const bool page = (req.method == "GET" || req.method == "HEAD") && is_page_path(req.path);
+      const bool public_route = req.path == "/health" || page;
       if (!public_route && !authorized(req)) {
         send_error(req, res, ApiError(401, "authentication_error", "invalid or missing API key"));
         return httplib::Server::HandlerResponse::Handled;
@@ -340,6 +342,19 @@ struct HttpServer::Impl {
       ++requests[{req.path, res.status}];
     });
 
+    // The chat page: public (it asks for the key itself), under a policy that allows no inline
+    // script and no other origin.
+    auto page = [](const httplib::Request& req, httplib::Response& res) {
+      const EmbeddedFile* file = page_file_for(req.path);
+      if (!file) throw ApiError(404, "not_found_error", "no page file " + req.path);
+      res.set_header("Content-Security-Policy", kPageSecurityPolicy);
+      res.set_header("X-Content-Type-Options", "nosniff");
+      res.set_header("Referrer-Policy", "no-referrer");
+      res.set_header("Cache-Control", "no-cache");
+      res.set_content(file->data, file->size, page_content_type(file->name));
+    };
+    route("GET", "/", page);
+    route("GET", R"(/page/[^/]+)", page);
     route("GET", "/health", [this](const httplib::Request&, httplib::Response& res) {
       serve::Engine* engine = state->engine.load();
       if (!engine) {
