@@ -261,5 +261,27 @@ TEST(OutputParser, RandomSequencesAreSafe) {
   }
 }
 
+
+// Issue 21: model-written arguments nested 10,000 deep once overflowed the stack in a recursive
+// JSON copy; they are a malformed call now, and the turn goes on.
+TEST(OutputParser, ArgumentsNestedTooDeeplyAreAMalformedCall) {
+  std::string deep = std::string(10000, '[') + std::string(10000, ']');
+  auto c = run("get_weather<|content_invoke_tool_json|>{\"name\":\"get_weather\",\"args\":{\"x\":" + deep +
+               "}}<|end_message|><|message_model|><|content_text|>after<|end_message|><|content_model_end_sampling|>");
+  EXPECT_TRUE(c.calls.empty());
+  EXPECT_NE(c.errors.find("malformed tool call to get_weather: arguments nest deeper than 128 levels"), std::string::npos)
+      << c.errors;
+  EXPECT_EQ(c.content, "after");
+  std::string as_string = "\"" + std::string(10000, '[') + std::string(10000, ']') + "\"";
+  c = run("f<|content_invoke_tool_json|>{\"name\":\"f\",\"args\":" + as_string +
+          "}<|end_message|><|content_model_end_sampling|>");
+  EXPECT_NE(c.errors.find("nest deeper than 128 levels"), std::string::npos) << c.errors;
+  // 100 levels is still a call.
+  std::string ok = std::string(100, '[') + std::string(100, ']');
+  c = run("f<|content_invoke_tool_json|>{\"name\":\"f\",\"args\":{\"x\":" + ok +
+          "}}<|end_message|><|content_model_end_sampling|>");
+  ASSERT_EQ(c.calls.size(), 1u) << c.errors;
+}
+
 }  // namespace
 }  // namespace inkling

@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <random>
 
+#include "io/json_depth.h"
+
 namespace inkling::server {
 
 ApiError bad_request(const std::string& message, const std::string& param) {
@@ -21,31 +23,12 @@ ApiError bad_request(const std::string& message, const std::string& param) {
 
 namespace {
 
-// Deepest bracket nesting outside strings. Deep values recurse in the template's value
-// conversion, so a body nested thousands deep is refused before it is parsed.
-int nesting_depth(const std::string& text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escape = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escape) escape = false;
-      else if (c == '\\') escape = true;
-      else if (c == '"') in_string = false;
-      continue;
-    }
-    if (c == '"') in_string = true;
-    else if (c == '{' || c == '[') deepest = std::max(deepest, ++depth);
-    else if (c == '}' || c == ']') --depth;
-  }
-  return deepest;
-}
-
 constexpr int kMaxBodyDepth = 64;
 
 }  // namespace
 
 json parse_body(const std::string& body) {
-  if (nesting_depth(body) > kMaxBodyDepth)
+  if (json_nesting_depth(body) > kMaxBodyDepth)
     throw bad_request("the request body nests deeper than " + std::to_string(kMaxBodyDepth) + " levels");
   json value = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) throw bad_request("the request body is not valid JSON");

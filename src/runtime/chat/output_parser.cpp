@@ -2,11 +2,15 @@
 
 #include <cctype>
 
+#include "io/json_depth.h"
+
 namespace inkling {
 
 namespace {
 
 constexpr size_t kMaxHeader = 128;  // a tool name longer than this is text, not a header
+// Real tool arguments nest a few levels; far deeper is refused as a malformed call.
+constexpr int kMaxToolCallDepth = 128;
 
 bool is_structural(const Tokenizer& tokenizer, int32_t id) {
   return (id >= chat_tokens::kFirstSpecial && id <= chat_tokens::kLastSpecial) || tokenizer.is_special(id);
@@ -143,6 +147,9 @@ void OutputParser::finish_tool_call(std::vector<ChatEvent>& out) {
                    "malformed tool call" + (header_name.empty() ? std::string() : " to " + header_name) + ": " + why,
                    header_name, raw});
   };
+  // The model writes these bytes: a 10,000-deep object must not recurse through copy and dump.
+  if (json_nesting_depth(raw) > kMaxToolCallDepth)
+    return fail("arguments nest deeper than " + std::to_string(kMaxToolCallDepth) + " levels");
   nlohmann::ordered_json call = nlohmann::ordered_json::parse(raw, nullptr, /*allow_exceptions=*/false);
   bool repaired = false;
   if (call.is_discarded() && raw.find("&quot;") != std::string::npos) {
@@ -164,6 +171,8 @@ void OutputParser::finish_tool_call(std::vector<ChatEvent>& out) {
   if (call.contains("args")) args = call["args"];
   else if (call.contains("arguments")) args = call["arguments"];
   if (args.is_string()) {  // arguments written as a JSON string
+    if (json_nesting_depth(args.get_ref<const std::string&>()) > kMaxToolCallDepth)
+      return fail("arguments nest deeper than " + std::to_string(kMaxToolCallDepth) + " levels");
     args = nlohmann::ordered_json::parse(args.get<std::string>(), nullptr, false);
     if (args.is_discarded()) return fail("\"args\" is a string that is not JSON");
   }
