@@ -197,6 +197,8 @@ Request parse_message_request(const json& body, const DoorContext& context, bool
   }
   const json* messages = get_array(body, "messages");
   if (!messages) throw bad_request("messages: Field required", "messages");
+  // Anthropic's API refuses an empty list too: there is no turn to answer.
+  if (messages->empty()) throw bad_request("messages: at least one message is required", "messages");
   for (size_t i = 0; i < messages->size(); ++i) read_message((*messages)[i], i, r.messages);
   if (const json* tools = get_array(body, "tools")) {
     for (const json& tool : *tools) {

@@ -144,7 +144,9 @@ void read_sampling(const json& body, const DoorContext& context, serve::Request&
   try {
     r.sampling.validate();
   } catch (const Error& e) {
-    throw bad_request(e.what());
+    // validate() names the field first ("temperature must be >= 0"); that field is the param.
+    std::string message = e.what();
+    throw bad_request(message, message.substr(0, message.find(' ')));
   }
 }
 

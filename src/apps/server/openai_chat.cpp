@@ -117,9 +117,17 @@ void read_effort_fields(const json& body, Request& r) {
   if (const json* v = field(body, "reasoning_effort")) r.reasoning_effort = read_effort(*v, "reasoning_effort");
   if (const json* reasoning = get_object(body, "reasoning"))
     if (const json* v = field(*reasoning, "effort")) r.reasoning_effort = read_effort(*v, "reasoning.effort");
-  if (const json* kwargs = get_object(body, "chat_template_kwargs"))
+  if (const json* kwargs = get_object(body, "chat_template_kwargs")) {
+    // The request's own fields set these; a kwarg must not smuggle in another conversation or drop
+    // the generation prompt (vLLM once let it).
+    for (const char* reserved : {"messages", "add_generation_prompt", "tools", "bos_token", "eos_token"})
+      if (kwargs->contains(reserved))
+        throw bad_request(std::string("chat_template_kwargs may not set \"") + reserved +
+                              "\": the request's own fields decide it",
+                          "chat_template_kwargs");
     if (const json* v = field(*kwargs, "reasoning_effort"))
       r.reasoning_effort = read_effort(*v, "chat_template_kwargs.reasoning_effort");
+  }
 }
 
 json logprob_json(const serve::TokenLogprob& lp) {

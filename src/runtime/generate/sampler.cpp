@@ -16,7 +16,8 @@ void SamplingParams::validate() const {
   if (!(top_p > 0.0f && top_p <= 1.0f)) throw Error("top_p must be in (0, 1]");
   if (!(min_p >= 0.0f && min_p <= 1.0f)) throw Error("min_p must be in [0, 1]");
   if (!(repetition_penalty > 0.0f)) throw Error("repetition_penalty must be > 0");
-  if (!std::isfinite(presence_penalty) || !std::isfinite(frequency_penalty)) throw Error("penalties must be finite");
+  if (!std::isfinite(presence_penalty)) throw Error("presence_penalty must be finite");
+  if (!std::isfinite(frequency_penalty)) throw Error("frequency_penalty must be finite");
 }
 
 int32_t argmax(std::span<const float> logits) {
