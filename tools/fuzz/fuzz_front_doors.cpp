@@ -1,15 +1,7 @@
-// libFuzzer target for the server's request mapping and output stage (not part of the CMake build).
+// libFuzzer target for the server's request mapping and output stage .
 //
-// Build and run from the repository root (clang with libFuzzer, e.g. Debian clang 14):
-//   mkdir -p build-fuzz/doors
-//   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc \
-//     -DINKLING_SOURCE_DIR="\"$PWD\"" tools/fuzz/fuzz_front_doors.cpp src/apps/server/front_door.cpp \
-//     src/apps/server/http_util.cpp src/apps/server/openai_*.cpp src/apps/server/anthropic_messages.cpp \
-//     src/runtime/serve/prompt.cpp src/runtime/serve/turn_output.cpp src/runtime/serve/tool_forcer.cpp \
-//     src/runtime/generate/sampler.cpp src/runtime/chat/*.cpp src/runtime/jinja/*.cpp \
-//     src/runtime/tokenizer/*.cpp $(pkg-config --cflags --libs libpcre2-8) -o build-fuzz/fuzz_front_doors
-//   build-fuzz/fuzz_front_doors -seed_corpus=1 build-fuzz/doors   # writes seed bodies, exits
-//   build-fuzz/fuzz_front_doors -max_total_time=300 -max_len=2048 build-fuzz/doors
+// Built and run by tools/fuzz/run.sh (seed corpus: tools/fuzz/corpus/front_doors; `-seed_corpus=1 DIR`
+// rewrites its seeds into DIR).
 //
 // The first byte picks what runs on the rest:
 //   0-3: a request body for chat completions / completions / messages / responses, then the

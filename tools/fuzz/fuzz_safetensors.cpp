@@ -1,13 +1,7 @@
-// libFuzzer target for the safetensors reader (not part of the CMake build).
+// libFuzzer target for the safetensors reader .
 //
-// Build and run from the repository root (clang with libFuzzer, e.g. Debian clang 14):
-//   mkdir -p build-fuzz/corpus
-//   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-//     -Isrc tools/fuzz/fuzz_safetensors.cpp src/io/safetensors.cpp src/tensor/dtype.cpp \
-//     src/tensor/tensor_view.cpp -o build-fuzz/fuzz_safetensors
-//   build-fuzz/fuzz_safetensors -seed_corpus=1 build-fuzz/corpus   # writes seed files, exits
-//   build-fuzz/fuzz_safetensors -max_total_time=60 -max_len=4096 -dict=tools/fuzz/safetensors.dict \
-//     build-fuzz/corpus
+// Built and run by tools/fuzz/run.sh (seed corpus: tools/fuzz/corpus/safetensors; `-seed_corpus=1 DIR`
+// rewrites its seeds into DIR).
 //
 // Every input must either parse into entries whose views lie inside the image, or throw
 // inkling::Error; anything else (a crash, a sanitizer report, another exception type) is a bug.
