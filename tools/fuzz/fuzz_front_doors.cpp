@@ -1,4 +1,4 @@
-// libFuzzer target for the server's request mapping and output stage .
+// libFuzzer target for the server's request mapping and output stage.
 //
 // Built and run by tools/fuzz/run.sh (seed corpus: tools/fuzz/corpus/front_doors; `-seed_corpus=1 DIR`
 // rewrites its seeds into DIR).

@@ -1,4 +1,4 @@
-// libFuzzer target for the safetensors reader .
+// libFuzzer target for the safetensors reader.
 //
 // Built and run by tools/fuzz/run.sh (seed corpus: tools/fuzz/corpus/safetensors; `-seed_corpus=1 DIR`
 // rewrites its seeds into DIR).
