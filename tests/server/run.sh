@@ -11,4 +11,7 @@ if ! "$python" -c "import pytest, openai, anthropic, requests" 2>/dev/null; then
   exit 1
 fi
 cd "$here"
-exec "$python" -m pytest -q -p no:cacheprovider "$@" .
+# The whole directory unless test files are named.
+everything=(.)
+for arg in "$@"; do [[ "$arg" == *.py || "$arg" == *.py::* ]] && everything=(); done
+exec "$python" -m pytest -q -p no:cacheprovider "$@" "${everything[@]}"

@@ -191,3 +191,29 @@ def test_a_stream_survives_the_hostile_traffic(hostile):
     t.join(60)
     assert results["text"] == " ".join(["steady"] * 60)
     assert hostile.get("/health").json() == {"status": "ok"}
+
+
+def test_a_dead_inference_loop_turns_health_to_503(checkpoint):
+    s = Server(checkpoint, "--parallel", "2", "--ctx", "512")
+    try:
+        assert s.get("/health").status_code == 200
+        r = s.post(CHAT, {"messages": USER, "max_tokens": 4, "inkling_test_stop_loop": True})
+        assert r.status_code == 500, r.text
+        assert "inference loop" in error_of(r)
+        health = s.get("/health")
+        assert health.status_code == 503
+        assert health.json() == {"status": "error", "error": "the inference loop has stopped"}
+        # Later requests fail at once with the same cause instead of waiting forever.
+        started = time.time()
+        r = s.post(CHAT, {"messages": USER, "max_tokens": 4})
+        assert r.status_code >= 500 and "inference loop has stopped" in error_of(r), r.text
+        assert time.time() - started < 5
+        assert s.proc.poll() is None  # the process itself keeps answering
+    finally:
+        s.stop()
+
+
+def test_the_stop_loop_hook_needs_test_mode(hostile, keyed_server):
+    r = keyed_server.post(CHAT, {"messages": USER, "inkling_test_stop_loop": True},
+                          headers={"Authorization": "Bearer sekrit-key"})
+    assert r.status_code == 400 and "test-only" in error_of(r)

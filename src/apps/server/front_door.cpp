@@ -159,6 +159,14 @@ void read_test_script(const json& body, const DoorContext& context, serve::Reque
   r.scripted_output = *script;
 }
 
+void read_test_stop_loop(const json& body, const DoorContext& context, serve::Request& r) {
+  if (!get_bool(body, "inkling_test_stop_loop").value_or(false)) return;
+  if (!context.allow_scripts)
+    throw bad_request("\"inkling_test_stop_loop\" is a test-only field; start the server with --test-scripts to use it",
+                      "inkling_test_stop_loop");
+  r.test_stop_loop = true;
+}
+
 serve::ToolChoice tool_choice_mode(const std::string& value) {
   if (value == "auto") return serve::ToolChoice::Auto;
   if (value == "none") return serve::ToolChoice::None;

@@ -126,6 +126,8 @@ json anthropic_error(const ApiError& error);
 void read_sampling(const json& body, const DoorContext& context, serve::Request& request);
 nlohmann::ordered_json read_effort(const json& value, const char* param);
 void read_test_script(const json& body, const DoorContext& context, serve::Request& request);
+// "inkling_test_stop_loop": true makes the inference loop die on admission (--test-scripts only).
+void read_test_stop_loop(const json& body, const DoorContext& context, serve::Request& request);
 // max_tokens under its API's name(s) (at least 1), n (1 only) and stop (at most 16 strings).
 void read_common_limits(const json& body, serve::Request& request, const char* max_key_a, const char* max_key_b);
 // tool_choice "auto" | "none" | "required" (the OpenAI string forms); anything else is a 400.

@@ -298,6 +298,7 @@ Prepared prepare_chat_completion(const json& body, const DoorContext& context) {
   read_common_limits(body, r, "max_completion_tokens", "max_tokens");
   read_effort_fields(body, r);
   read_test_script(body, context, r);
+  read_test_stop_loop(body, context, r);
   if (const json* format = get_object(body, "response_format")) {
     std::string type = get_string(*format, "type").value_or("text");
     if (type != "text")

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <random>
+#include <stdexcept>
 
 #include "runtime/generate/sampler.h"
 #include "runtime/serve/tool_forcer.h"
@@ -229,6 +230,8 @@ void Engine::admit() {
   counters_.waiting_for_memory = 0;
   while (!queue_.empty()) {
     Job& next = *queue_.front();
+    if (options_.allow_scripts && next.request.test_stop_loop)
+      throw std::runtime_error("a test request stopped the inference loop (inkling_test_stop_loop)");
     if (next.handle->cancelled()) {  // gone before it started: nothing to run
       std::vector<Event> events = ended(FinishReason::Cancelled);
       events[0].usage.prompt_tokens = int64_t(next.prompt.size());

@@ -58,6 +58,9 @@ struct Request {
   // Test mode only (`inkling serve --test-scripts`): the text, special-token strings included,
   // whose tokens replace sampling one by one; sampling resumes after the last one.
   std::string scripted_output;
+  // Test-only (with allow_scripts): the inference loop throws when it admits this request, so a
+  // test can see what clients and /health get once the loop has died.
+  bool test_stop_loop = false;
 };
 
 struct TokenLogprob {

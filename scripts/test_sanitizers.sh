@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The sanitizer builds CI runs after the main suite (each in its own build directory):
+#   build-asan: AddressSanitizer + UndefinedBehaviorSanitizer (UB is fatal), every test;
+#   build-tsan: ThreadSanitizer, the server binary under the scheduler-heavy end-to-end tests
+#               (concurrency, batching, disconnects, hostile traffic) and the serve unit tests.
+# Usage: scripts/test_sanitizers.sh [asan] [tsan]   (both when none given)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+which=("$@")
+[ ${#which[@]} -eq 0 ] && which=(asan tsan)
+scripts/deps.sh
+scripts/test_deps.sh
+jobs="$(nproc)"
+for kind in "${which[@]}"; do
+  case "$kind" in
+    asan)
+      cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINKLING_SANITIZE=ON -DINKLING_BUILD_BENCH=OFF >/dev/null
+      cmake --build build-asan -j"$jobs"
+      ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+        ctest --test-dir build-asan --output-on-failure -j"$jobs"
+      ;;
+    tsan)
+      cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINKLING_TSAN=ON -DINKLING_BUILD_BENCH=OFF >/dev/null
+      cmake --build build-tsan -j"$jobs" --target inkling test_serve
+      export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1"
+      build-tsan/test_serve
+      INKLING_BINARY="$PWD/build-tsan/inkling" tests/server/run.sh -k "not page" \
+        test_server.py test_batching.py test_hostile.py test_chat_completions.py
+      ;;
+    *) echo "unknown sanitizer build: $kind (asan, tsan)" >&2; exit 2 ;;
+  esac
+done
