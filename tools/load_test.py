@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""Soak test for `inkling serve` (issue 21): many streaming clients for minutes, then clients that
+vanish mid-stream, while the server's memory, descriptors and threads are sampled.
+
+  tools/load_test.py --binary build/inkling --minutes 10 --clients 32 [--json out.json]
+
+Starts its own server on a tiny synthetic checkpoint (written to a temporary directory) unless
+--model is given. Passes when every request completes with a finish reason, no inter-token gap
+exceeds --max-stall seconds, all slots are free after the cut-off clients, and descriptors and
+threads return to their level before the load; prints the RSS curve so a plateau can be judged
+(the verdict on RSS: the last quarter grows less than --rss-slack MiB over the second quarter).
+"""
+import argparse
+import json
+import os
+import random
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+
+def start_server(binary, model, clients, ctx):
+    args = [binary, "serve", "-m", model, "--port", "0", "--parallel", str(clients), "--ctx", str(ctx)]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    port = None
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        m = re.search(r"listening on http://[^:]+:(\d+)", line)
+        if m:
+            port = int(m.group(1))
+        if line.startswith("ready:"):
+            break
+    else:
+        raise RuntimeError("server did not start:\n" + "".join(lines))
+    # Keep draining the log (one line per request) so the pipe never fills.
+    threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+    return proc, port
+
+
+def proc_figures(pid):
+    status = open(f"/proc/{pid}/status").read()
+    rss_kb = int(re.search(r"VmRSS:\s+(\d+)", status).group(1))
+    threads = int(re.search(r"Threads:\s+(\d+)", status).group(1))
+    fds = len(os.listdir(f"/proc/{pid}/fd"))
+    return rss_kb / 1024.0, fds, threads
+
+
+def stream_once(port, max_tokens, seed, cut_after=None):
+    """One streaming chat request over a raw socket; returns (finish_reason, tokens, max_gap)."""
+    body = json.dumps({"messages": [{"role": "user", "content": "Tell me a story number %d." % seed}],
+                       "stream": True, "max_tokens": max_tokens, "temperature": 0.8, "seed": seed}).encode()
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    reader = sock.makefile("rb")
+    finish, tokens, last, max_gap = None, 0, time.time(), 0.0
+    try:
+        for raw in reader:
+            line = raw.strip()
+            if not line.startswith(b"data: "):
+                continue
+            now = time.time()
+            max_gap = max(max_gap, now - last)
+            last = now
+            if line == b"data: [DONE]":
+                break
+            chunk = json.loads(line[6:])
+            for choice in chunk.get("choices", []):
+                if choice["delta"].get("content") or choice["delta"].get("reasoning_content"):
+                    tokens += 1
+                finish = choice.get("finish_reason") or finish
+            if cut_after is not None and tokens >= cut_after:
+                return "cut", tokens, max_gap
+    finally:
+        reader.close()
+        sock.close()
+    return finish, tokens, max_gap
+
+
+def get_json(port, path):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as r:
+        return json.loads(r.read())
+
+
+def run(binary, model, minutes, clients, ctx, max_stall, rss_slack, sample_every, log=print):
+    proc, port = start_server(binary, model, clients, ctx)
+    try:
+        # Threads started on first use (the kernels' pool, the HTTP workers) are not a leak: the
+        # baseline is taken after a few requests.
+        for i in range(4):
+            stream_once(port, 8, i)
+        time.sleep(0.5)
+        base_rss, base_fds, base_threads = proc_figures(proc.pid)
+        log(f"server pid {proc.pid} on port {port}: RSS {base_rss:.1f} MiB, {base_fds} fds, {base_threads} threads")
+        stop_at = time.time() + minutes * 60
+        results, errors, gaps = [], [], []
+        lock = threading.Lock()
+
+        def client(index):
+            rng = random.Random(index)
+            while time.time() < stop_at:
+                try:
+                    finish, tokens, gap = stream_once(port, rng.randint(8, 200), rng.randint(0, 1 << 30))
+                    with lock:
+                        results.append((finish, tokens))
+                        gaps.append(gap)
+                        if finish not in ("stop", "length", "tool_calls"):
+                            errors.append(f"client {index}: finish_reason {finish!r}")
+                except Exception as e:  # a refused or broken connection is a failure to report
+                    with lock:
+                        errors.append(f"client {index}: {type(e).__name__}: {e}")
+
+        threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(clients)]
+        started = time.time()
+        for t in threads:
+            t.start()
+        curve = []
+        while any(t.is_alive() for t in threads):
+            time.sleep(sample_every)
+            rss, fds, nthreads = proc_figures(proc.pid)
+            with lock:
+                done = len(results)
+            curve.append({"t": round(time.time() - started, 1), "rss_mib": round(rss, 1), "fds": fds,
+                          "threads": nthreads, "requests": done})
+            log(f"  t={curve[-1]['t']:7.1f}s  RSS {rss:8.1f} MiB  fds {fds:4d}  threads {nthreads:4d}  requests {done}")
+        for t in threads:
+            t.join()
+
+        # Clients that vanish mid-stream: every slot must come free.
+        cut_errors = []
+
+        def cutter(i):
+            try:
+                stream_once(port, 400, 1000 + i, cut_after=2)
+            except Exception as e:
+                cut_errors.append(f"{type(e).__name__}: {e}")
+
+        cut_threads = [threading.Thread(target=cutter, args=(i,)) for i in range(100)]
+        for i, t in enumerate(cut_threads):
+            t.start()
+            if i % clients == clients - 1:
+                time.sleep(0.2)
+        for t in cut_threads:
+            t.join(120)
+        deadline = time.time() + 15
+        busy = None
+        while time.time() < deadline:
+            busy = [s for s in get_json(port, "/slots") if s["busy"]]
+            if not busy:
+                break
+            time.sleep(0.1)
+        time.sleep(1.0)
+        end_rss, end_fds, end_threads = proc_figures(proc.pid)
+        health = get_json(port, "/health")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+    quarter = max(1, len(curve) // 4)
+    second_quarter = statistics.median(p["rss_mib"] for p in curve[quarter:2 * quarter] or curve)
+    last_quarter = statistics.median(p["rss_mib"] for p in curve[-quarter:])
+    report = {
+        "minutes": minutes, "clients": clients, "requests": len(results), "errors": errors[:20],
+        "error_count": len(errors), "max_inter_token_gap_s": round(max(gaps), 3) if gaps else None,
+        "p99_inter_token_gap_s": round(sorted(gaps)[int(0.99 * (len(gaps) - 1))], 3) if gaps else None,
+        "cut_off_clients": 100, "cut_off_errors": cut_errors[:5], "busy_slots_after_cut_offs": len(busy or []),
+        "rss_mib": {"start": round(base_rss, 1), "second_quarter_median": second_quarter,
+                    "last_quarter_median": last_quarter, "end": round(end_rss, 1)},
+        "fds": {"start": base_fds, "end": end_fds}, "threads": {"start": base_threads, "end": end_threads},
+        "health_after": health, "curve": curve,
+    }
+    failures = []
+    if errors:
+        failures.append(f"{len(errors)} requests failed")
+    if gaps and max(gaps) > max_stall:
+        failures.append(f"an inter-token gap of {max(gaps):.2f}s exceeds {max_stall}s")
+    if busy:
+        failures.append(f"{len(busy)} slots still busy after the cut-off clients")
+    if end_fds > base_fds + 2:
+        failures.append(f"descriptors grew from {base_fds} to {end_fds}")
+    if end_threads > base_threads:
+        failures.append(f"threads grew from {base_threads} to {end_threads}")
+    if last_quarter - second_quarter > rss_slack:
+        failures.append(f"RSS still growing: {second_quarter:.1f} -> {last_quarter:.1f} MiB")
+    if health != {"status": "ok"}:
+        failures.append(f"/health after the load: {health}")
+    report["failures"] = failures
+    return report
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", default="build/inkling")
+    ap.add_argument("--model", help="checkpoint directory (default: a tiny synthetic one)")
+    ap.add_argument("--minutes", type=float, default=10)
+    ap.add_argument("--clients", type=int, default=32)
+    ap.add_argument("--ctx", type=int, default=1024)
+    ap.add_argument("--max-stall", type=float, default=5.0)
+    ap.add_argument("--rss-slack", type=float, default=16.0, help="MiB the RSS may still grow late in the run")
+    ap.add_argument("--sample-every", type=float, default=10.0, help="seconds between RSS samples")
+    ap.add_argument("--json", help="write the report here")
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        model = a.model
+        if not model:
+            model = os.path.join(tmp, "tiny")
+            subprocess.run([a.binary, "synth", model, "--layout", "original-bf16", "--preset", "tiny"],
+                           check=True, capture_output=True)
+        report = run(a.binary, model, a.minutes, a.clients, a.ctx, a.max_stall, a.rss_slack, a.sample_every)
+    summary = {k: v for k, v in report.items() if k != "curve"}
+    print(json.dumps(summary, indent=2))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(report, f, indent=2)
+    if report["failures"]:
+        print("FAILED: " + "; ".join(report["failures"]), file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
