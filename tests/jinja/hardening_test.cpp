@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 
+#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 
 #include "runtime/jinja/template.h"
@@ -231,6 +233,37 @@ TEST(JinjaHardening, AttributePathsTooLongForAnIndexAreNotAnException) {
 
 TEST(JinjaHardening, NonAsciiIndexingDoesNotCopyEveryCharacter) {
   EXPECT_EQ(render("{{ s[1] }}{{ s[-1] }}{{ s[1:3] }}{{ s[::-1] }}", {{"s", "héllo wörld"}}), "édéldlröw olléh");
+}
+
+}  // namespace
+
+namespace {
+
+// The budgets must never bind a real conversation: the Inkling template renders 1,000 messages
+// (with tools and reasoning) within 2% of each default (it took 156k of the 10M steps).
+TEST(JinjaHardening, RealTemplateFitsInTwoPercentOfTheBudgets) {
+  std::ifstream in(std::string(INKLING_SOURCE_DIR) + "/data/inkling_chat_template.jinja");
+  std::stringstream source;
+  source << in.rdbuf();
+  json messages = json::array();
+  for (int i = 0; i < 1000; ++i) {
+    std::string text = "Message " + std::to_string(i) + ": " + repeat("some words here ", 6);
+    if (i % 2 == 0) messages.push_back({{"role", "user"}, {"content", text}});
+    else messages.push_back({{"role", "assistant"}, {"content", text}, {"reasoning_content", "thinking about " + text}});
+  }
+  json tools = json::array({{{"type", "function"},
+                             {"function", {{"name", "get_weather"}, {"description", "Weather for a city"},
+                                           {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}}});
+  json context = {{"messages", messages}, {"tools", tools}, {"add_generation_prompt", true}};
+  RenderLimits defaults, two_percent;
+  two_percent.max_output_bytes = defaults.max_output_bytes / 50;
+  two_percent.max_allocated_bytes = defaults.max_allocated_bytes / 50;
+  two_percent.max_steps = defaults.max_steps / 50;
+  Template t = Template::parse(source.str(), "inkling_chat_template.jinja");
+  t.set_limits(two_percent);
+  std::string prompt = t.render(context);
+  EXPECT_GT(prompt.size(), 100000u);
+  EXPECT_NE(prompt.find("Message 999"), std::string::npos);
 }
 
 }  // namespace
