@@ -199,6 +199,9 @@ TextConfig parse_text_config(const json& tc) {
   require_positive(c.n_heads, "num_attention_heads");
   require_positive(c.n_kv_heads, "num_key_value_heads");
   require_positive(c.head_dim, "head_dim");
+  require_positive(c.swa_n_heads, "swa_num_attention_heads");
+  require_positive(c.swa_n_kv_heads, "swa_num_key_value_heads");
+  require_positive(c.swa_head_dim, "swa_head_dim");
   require_positive(c.d_rel, "d_rel");
   require_positive(c.rel_extent, "rel_extent");
   require_positive(c.sliding_window, "sliding_window_size");

@@ -461,6 +461,17 @@ TEST(ConfigHardening, IntegersAreRangeChecked) {
   }
 }
 
+// Found by fuzz_config: a zero key/value head count on the sliding layers divided by zero.
+TEST(ConfigHardening, SlidingHeadCountsMustBePositive) {
+  for (const char* field : {"swa_num_key_value_heads", "swa_num_attention_heads", "swa_head_dim"}) {
+    json config = base_config();
+    config["text_config"][field] = 0;
+    std::string message = error_of([&] { parse_model_config(config); });
+    EXPECT_NE(message.find(std::string("text_config.") + field + " must be positive, got 0"), std::string::npos)
+        << message;
+  }
+}
+
 TEST(ConfigHardening, TokenIdsMustBeIntegersInRange) {
   for (json eos : {json(9e66), json(-5), json({9e66}), json("200006")}) {
     json config = base_config();
