@@ -231,6 +231,15 @@ TEST(JinjaHardening, AttributePathsTooLongForAnIndexAreNotAnException) {
   EXPECT_EQ(render("{{ [[5, 6]]|map(attribute='1')|list }}"), "[6]");
 }
 
+TEST(JinjaHardening, SlicesWithExtremeBoundsMatchPython) {
+  // Python 3.11: 'abc', 'jgda', 'igeca', 'c', 'hij'; a step of 2^63 - 1 once overflowed the index.
+  EXPECT_EQ(render("{{ s[-100:3] }}|{{ s[::-3] }}|{{ s[8:-100:-2] }}|{{ s[2:9223372036854775807:9223372036854775807] }}|{{ s[-3:] }}"
+                   "|{{ s[-9223372036854775807 - 1:2] }}",
+                   {{"s", "abcdefghij"}}),
+            "abc|jgda|igeca|c|hij|ab");
+  EXPECT_EQ(render("{{ [1, 2, 3][::9223372036854775807] }}"), "[1]");
+}
+
 TEST(JinjaHardening, NonAsciiIndexingDoesNotCopyEveryCharacter) {
   EXPECT_EQ(render("{{ s[1] }}{{ s[-1] }}{{ s[1:3] }}{{ s[::-1] }}", {{"s", "héllo wörld"}}), "édéldlröw olléh");
 }

@@ -220,41 +220,42 @@ Value get_item(const Value& obj, const Value& key) {
 }
 
 Value slice_value(const Value& obj, const Value& start_v, const Value& stop_v, const Value& step_v) {
-  auto slice_ints = [&](int64_t n, std::vector<int64_t>& out) {
-    int64_t step = step_v.is_none() || step_v.is_undefined() ? 1 : step_v.as_int();
-    if (step == 0) throw Error("slice step cannot be zero");
+  for (const Value* v : {&start_v, &stop_v, &step_v})
+    if (!v->is_none() && !v->is_undefined() && !v->is_int() && !v->is_bool())
+      throw Error("slice indices must be integers or None");
+  const int64_t step = step_v.is_none() || step_v.is_undefined() ? 1 : step_v.as_int();
+  if (step == 0) throw Error("slice step cannot be zero");
+  // Calls visit(i) for each index Python's slice of a length-n sequence yields, without a
+  // vector of indices (a slice of a 64 MiB string would need 512 MB of them).
+  auto each_index = [&](int64_t n, auto&& visit) {
     auto clamp = [&](const Value& v, int64_t def) {
       if (v.is_none() || v.is_undefined()) return def;
       int64_t i = v.as_int();
-      if (i < 0) i += n;
+      if (i < 0) i = i < -n ? -n - 1 : i + n;
       if (step > 0) return std::clamp<int64_t>(i, 0, n);
       return std::clamp<int64_t>(i, -1, n - 1);
     };
     int64_t start = clamp(start_v, step > 0 ? 0 : n - 1);
     int64_t stop = clamp(stop_v, step > 0 ? n : -1);
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(i);
+    for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
+      visit(static_cast<size_t>(i));
+      if (__builtin_add_overflow(i, step, &i)) break;  // past either end of any sequence
+    }
   };
-  for (const Value* v : {&start_v, &stop_v, &step_v})
-    if (!v->is_none() && !v->is_undefined() && !v->is_int() && !v->is_bool())
-      throw Error("slice indices must be integers or None");
-  std::vector<int64_t> idx;
   if (obj.is_string()) {
     const std::string& s = obj.str();
     std::string out;
     if (is_ascii(s)) {
-      slice_ints(static_cast<int64_t>(s.size()), idx);
-      for (int64_t i : idx) out += s[static_cast<size_t>(i)];
+      each_index(static_cast<int64_t>(s.size()), [&](size_t i) { out += s[i]; });
     } else {
       std::vector<uint32_t> at = code_point_offsets(s);
-      slice_ints(static_cast<int64_t>(at.size()) - 1, idx);
-      for (int64_t i : idx) out.append(s, at[static_cast<size_t>(i)], at[static_cast<size_t>(i) + 1] - at[static_cast<size_t>(i)]);
+      each_index(static_cast<int64_t>(at.size()) - 1, [&](size_t i) { out.append(s, at[i], at[i + 1] - at[i]); });
     }
     return Value::string(out);
   }
   if (obj.is_sequence_like()) {
-    slice_ints(static_cast<int64_t>(obj.items().size()), idx);
     ValueList out;
-    for (int64_t i : idx) out.push_back(obj.items()[static_cast<size_t>(i)]);
+    each_index(static_cast<int64_t>(obj.items().size()), [&](size_t i) { out.push_back(obj.items()[i]); });
     return obj.kind() == Kind::Tuple ? Value::tuple(out) : Value::list(out);
   }
   if (obj.is_undefined()) undefined_error(obj);
