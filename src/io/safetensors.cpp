@@ -39,7 +39,8 @@ std::string in_quotes(std::string_view text) {
 }
 
 std::string offsets_to_string(uint64_t begin, uint64_t end) {
-  return "[" + std::to_string(begin) + ", " + std::to_string(end) + "]";
+  std::string out = "[";  // appended, not "[" + std::string: GCC 12 warns -Wrestrict there (PR 105329)
+  return out.append(std::to_string(begin)).append(", ").append(std::to_string(end)).append("]");
 }
 
 // A JSON integer >= 0 that fits `limit`, or nullopt (floats, negatives, bools, too large).

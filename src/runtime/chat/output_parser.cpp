@@ -28,7 +28,7 @@ std::string trim(const std::string& s) {
 }  // namespace
 
 OutputParser::OutputParser(const Tokenizer& tokenizer, OutputParserOptions options)
-    : tokenizer_(&tokenizer), decoder_(tokenizer), options_(options) {}
+    : options_(options), tokenizer_(&tokenizer), decoder_(tokenizer) {}
 
 void OutputParser::stream_tool_args(std::vector<ChatEvent>& out) {
   CallScan& s = scan_;
@@ -155,7 +155,7 @@ void OutputParser::finish_tool_call(std::vector<ChatEvent>& out) {
   if (call.is_discarded() && raw.find("&quot;") != std::string::npos) {
     // Models sometimes write the HTML entity where a JSON quote belongs.
     std::string fixed = raw;
-    for (size_t at = 0; (at = fixed.find("&quot;", at)) != std::string::npos;) fixed.replace(at, 6, "\"");
+    for (size_t at = 0; (at = fixed.find("&quot;", at)) != std::string::npos;) fixed.replace(at, 6, 1, '"');
     call = nlohmann::ordered_json::parse(fixed, nullptr, false);
     repaired = !call.is_discarded();
   }

@@ -611,7 +611,8 @@ class Parser {
       f->name = expect_name();
       while (is_op(".") && peek().type == TokenType::kName) {
         advance();
-        f->name += "." + expect_name();
+        f->name += '.';
+        f->name += expect_name();
       }
       if (is_op("(")) parse_call_args(*f);
       f->a = std::move(base);
@@ -631,7 +632,8 @@ class Parser {
         t->name = expect_name();
         while (is_op(".") && peek().type == TokenType::kName) {
           advance();
-          t->name += "." + expect_name();
+          t->name += '.';
+          t->name += expect_name();
         }
         if (is_op("(")) {
           parse_call_args(*t);

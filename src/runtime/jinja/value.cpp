@@ -60,7 +60,10 @@ bool Object::set_attr(const std::string&, const Value&) { return false; }
 Value Object::call(Renderer&, const CallArgs&) const {
   throw Error("'" + type_name() + "' object is not callable");
 }
-std::string Object::repr() const { return "<" + type_name() + " object>"; }
+std::string Object::repr() const {
+  std::string out = "<";  // appended, not "<" + std::string: GCC 12 warns -Wrestrict there (PR 105329)
+  return out.append(type_name()).append(" object>");
+}
 
 const Value* Dict::find(const Value& key) const {
   for (const auto& [k, v] : items)

@@ -20,13 +20,14 @@ struct ToolCall {
   std::string arguments;  // a JSON object as text
 };
 
+// Members carry {} so designated initializers may name only some (GCC 12's -Wextra warns otherwise).
 struct Message {
-  std::string role;                     // system | developer | user | assistant | tool
-  std::vector<std::string> text_parts;  // each part is its own block in the prompt
-  std::string reasoning;                // assistant: the reasoning it wrote
-  std::vector<ToolCall> tool_calls;     // assistant
-  std::string tool_call_id;             // tool: the call this result answers
-  std::string name;                     // tool: the function that produced it
+  std::string role{};                     // system | developer | user | assistant | tool
+  std::vector<std::string> text_parts{};  // each part is its own block in the prompt
+  std::string reasoning{};                // assistant: the reasoning it wrote
+  std::vector<ToolCall> tool_calls{};     // assistant
+  std::string tool_call_id{};             // tool: the call this result answers
+  std::string name{};                     // tool: the function that produced it
 };
 
 struct ToolSpec {
