@@ -1,5 +1,8 @@
 #include "model/inspect.h"
 
+#include <charconv>
+#include <cstdlib>
+
 #include <cmath>
 #include <map>
 
@@ -64,13 +67,25 @@ ParameterCounts count_parameters(const Checkpoint& ckpt) {
   return counts;
 }
 
+namespace {
+
+// A float config value as the double JSON prints the way config.json wrote it: 0.1, not the
+// float's exact 0.10000000149011612.
+double shortest(float value) {
+  char text[32];
+  auto [end, ec] = std::to_chars(text, text + sizeof(text), value);
+  return ec == std::errc() ? std::strtod(std::string(text, end).c_str(), nullptr) : double(value);
+}
+
+}  // namespace
+
 nlohmann::ordered_json describe_checkpoint(const Checkpoint& ckpt) {
   using ojson = nlohmann::ordered_json;
   const ModelConfig& mc = ckpt.config();
   const TextConfig& c = mc.text;
   ojson out = ojson::object();
   out["path"] = ckpt.dir().string();
-  out["layout"] = layout_name(ckpt.layout());
+  out["layout"] = layout_label(ckpt.layout(), mc.quantization);
   out["model_type"] = mc.model_type;
   out["architectures"] = mc.architectures;
   ojson quant = ojson::object();
@@ -87,10 +102,10 @@ nlohmann::ordered_json describe_checkpoint(const Checkpoint& ckpt) {
                    {"sliding_window", c.sliding_window}, {"conv_kernel", c.conv_kernel},
                    {"dense_width", c.dense_width}, {"moe_width", c.moe_width},
                    {"n_routed_experts", c.n_routed_experts}, {"n_shared_experts", c.n_shared_experts},
-                   {"experts_per_token", c.experts_per_token}, {"route_scale", c.route_scale},
-                   {"logits_mup_width_multiplier", c.mup_width_multiplier},
+                   {"experts_per_token", c.experts_per_token}, {"route_scale", shortest(c.route_scale)},
+                   {"logits_mup_width_multiplier", shortest(c.mup_width_multiplier)},
                    {"log_scaling_n_floor", c.log_scaling_n_floor ? ojson(*c.log_scaling_n_floor) : ojson(nullptr)},
-                   {"log_scaling_alpha", c.log_scaling_alpha}, {"rms_norm_eps", c.rms_norm_eps},
+                   {"log_scaling_alpha", shortest(c.log_scaling_alpha)}, {"rms_norm_eps", shortest(c.rms_norm_eps)},
                    {"eos_token_id", mc.eos_token_id}, {"max_position", c.max_position}};
   ojson layers = ojson::array();
   for (size_t i = 0; i < ckpt.weights().layers.size(); ++i) {
@@ -101,7 +116,7 @@ nlohmann::ordered_json describe_checkpoint(const Checkpoint& ckpt) {
                                                                 : layer.mlp.experts[0].gate.format);
     layers.push_back({{"index", i}, {"attention", s.sliding ? "sliding" : "global"},
                       {"mlp", layer.mlp.dense ? "dense" : "moe"}, {"heads", s.n_heads}, {"kv_heads", s.n_kv_heads},
-                      {"head_dim", s.head_dim}, {"window", s.sliding ? c.sliding_window : 0},
+                      {"head_dim", s.head_dim}, {"window", s.sliding ? ojson(c.sliding_window) : ojson(nullptr)},
                       {"rel_extent", s.rel_extent}, {"mlp_format", mlp_format},
                       {"attention_format", weight_format_name(layer.attn.q.format)}});
   }

@@ -8,6 +8,28 @@
 
 namespace inkling {
 
+namespace {
+
+// Removes the files of a checkpoint already in `dir` (an older quantization written there), so
+// none of them (hf_quant_config.json of an NVFP4 run, shards past the new count) outlives it.
+void remove_previous_checkpoint(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(dir / "config.json")) return;
+  const fs::path index_path = dir / "model.safetensors.index.json";
+  if (fs::exists(index_path)) {
+    nlohmann::json index = nlohmann::json::parse(std::ifstream(index_path), nullptr, false);
+    if (index.is_object() && index.contains("weight_map") && index["weight_map"].is_object())
+      for (const auto& [tensor, shard] : index["weight_map"].items())
+        if (shard.is_string() && fs::path(shard.get<std::string>()).filename() == fs::path(shard.get<std::string>()))
+          fs::remove(dir / shard.get<std::string>());
+  }
+  for (const char* name : {"model.safetensors.index.json", "model.safetensors", "config.json", "hf_quant_config.json",
+                           "generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"})
+    fs::remove(dir / name);
+}
+
+}  // namespace
+
 QuantizeReport quantize_checkpoint(const std::filesystem::path& input, const std::filesystem::path& output,
                                    const TargetFormat& target, const std::function<void(uint64_t, uint64_t)>& progress) {
   if (target.layout != TargetLayout::MlxAffine && target.layout != TargetLayout::NvFp4)
@@ -38,6 +60,7 @@ QuantizeReport quantize_checkpoint(const std::filesystem::path& input, const std
       first_moe_layer = int(i);
       break;
     }
+  remove_previous_checkpoint(output);
   std::filesystem::create_directories(output);
   WriteOptions options;
   options.progress = progress;

@@ -11,6 +11,10 @@
 #ifndef INKLING_DATA_DIR
 #define INKLING_DATA_DIR ""
 #endif
+// Where `cmake --install` puts the data, relative to the prefix (the binary is in PREFIX/bin).
+#ifndef INKLING_INSTALL_DATA_DIR
+#define INKLING_INSTALL_DATA_DIR "share/inkling"
+#endif
 
 namespace inkling {
 
@@ -60,9 +64,29 @@ SynthPreset parse_synth_preset(const std::string& name) {
   throw Error("unknown preset \"" + name + "\" (expected tiny, small or bench)");
 }
 
+namespace {
+
+std::vector<std::filesystem::path> data_dir_candidates() {
+  namespace fs = std::filesystem;
+  if (const char* env = std::getenv("INKLING_DATA")) return {env};
+  std::vector<fs::path> out;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) out.push_back(exe.parent_path().parent_path() / INKLING_INSTALL_DATA_DIR);
+  if (*INKLING_DATA_DIR) out.push_back(INKLING_DATA_DIR);
+  return out;
+}
+
+}  // namespace
+
 std::filesystem::path data_dir() {
-  if (const char* env = std::getenv("INKLING_DATA")) return env;
-  return INKLING_DATA_DIR;
+  const std::vector<std::filesystem::path> candidates = data_dir_candidates();
+  for (const auto& dir : candidates)
+    if (std::filesystem::exists(dir / "tokenizer.json")) return dir;
+  std::string looked;
+  for (const auto& dir : candidates) looked += (looked.empty() ? "" : ", ") + dir.string();
+  throw Error("tokenizer.json not found in " + (looked.empty() ? std::string("(no data folder)") : looked) +
+              " (install with cmake --install, or set INKLING_DATA to the repository's data/ folder)");
 }
 
 ojson synth_text_config(SynthPreset preset, bool hf_style) {
@@ -86,6 +110,8 @@ ojson synth_text_config(SynthPreset preset, bool hf_style) {
     case SynthPreset::Bench:
       s = {2048, 8, 16, 4, 16, 4, 128, 16, 1024, 512, 8192, 1024, 32, 6, 2, 1, 8.0, 128000, {5, 7}};
       break;
+    default:  // a value outside the enum: without this, every field of s may be read uninitialized
+      throw Error("unknown synth preset " + std::to_string(int(preset)));
   }
   ojson tc = ojson::object();
   tc["model_type"] = "inkling_text";
@@ -147,8 +173,6 @@ ojson synth_text_config(SynthPreset preset, bool hf_style) {
 
 void write_tokenizer_files(const std::filesystem::path& dir) {
   std::filesystem::path data = data_dir();
-  if (!std::filesystem::exists(data / "tokenizer.json"))
-    throw Error("tokenizer.json not found in " + data.string() + " (set INKLING_DATA to the repository's data/ folder)");
   std::filesystem::copy_file(data / "tokenizer.json", dir / "tokenizer.json",
                              std::filesystem::copy_options::overwrite_existing);
   ojson tokenizer_config = ojson::object();
@@ -169,6 +193,7 @@ void write_synthetic_checkpoint(const std::filesystem::path& dir, const SynthOpt
   bool f32 = format.layout == TargetLayout::OriginalF32;
   ojson text = synth_text_config(options.preset, /*hf_style=*/f32);
   TextConfig tc = parse_text_config(nlohmann::json::parse(text.dump()));
+  data_dir();  // fails now, not after the weights are written, when the tokenizer is nowhere
   std::filesystem::create_directories(dir);
 
   // ---- original-layout tensor list (names, shapes and release dtypes) ----

@@ -6,6 +6,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "model/checkpoint_writer.h"
 
@@ -33,7 +34,9 @@ void write_synthetic_checkpoint(const std::filesystem::path& dir, const SynthOpt
 // Copies tokenizer.json / tokenizer_config.json (with the chat template when available) into dir.
 void write_tokenizer_files(const std::filesystem::path& dir);
 
-// Where tokenizer.json and the chat template live (INKLING_DATA env var, else the build's data dir).
+// Where tokenizer.json and the chat template live: $INKLING_DATA, else PREFIX/share/inkling
+// beside the running binary (PREFIX/bin, as `cmake --install` lays it out), else the source
+// tree's data/ the build was configured from. Throws naming every place looked at.
 std::filesystem::path data_dir();
 
 }  // namespace inkling

@@ -17,6 +17,11 @@ const char* layout_name(CheckpointLayout layout) {
   return "?";
 }
 
+std::string layout_label(CheckpointLayout layout, const QuantizationConfig& quantization) {
+  if (layout == CheckpointLayout::MlxAffine) return "mlx-" + std::to_string(quantization.bits) + "bit";
+  return layout_name(layout);
+}
+
 namespace {
 
 // True when every byte is a non-negative finite E4M3 value (sign clear, not the NaN 0x7F).

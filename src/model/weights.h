@@ -25,6 +25,9 @@ namespace inkling {
 
 enum class CheckpointLayout { OriginalF32, OriginalBF16, NvFp4, MlxAffine };
 const char* layout_name(CheckpointLayout layout);
+// The layout as synth, quantize and the CLI name it: "mlx-4bit" / "mlx-8bit" for MLX affine
+// checkpoints (by their bits), else layout_name().
+std::string layout_label(CheckpointLayout layout, const QuantizationConfig& quantization);
 
 // A small vector parameter (norm weights, conv taps, biases) in its stored dtype.
 using VectorWeight = TensorView;

@@ -110,12 +110,13 @@ TEST(ChatCli, RenderMatchesJinjaGoldens) {
   EXPECT_EQ(r.out, low["expected"].get<std::string>() + "\n") << r.err;
 }
 
+// Comma-separated: the form generate --prompt-ids takes.
 TEST(ChatCli, TokenizePrintsIds) {
   Tokenizer tokenizer = Tokenizer::from_dir(model_dir());
   auto join = [](const std::vector<int32_t>& ids) {
     std::string s;
     for (size_t i = 0; i < ids.size(); ++i) {
-      if (i) s += ' ';
+      if (i) s += ',';
       s += std::to_string(ids[i]);
     }
     return s + "\n";
@@ -124,7 +125,7 @@ TEST(ChatCli, TokenizePrintsIds) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out, join(tokenizer.encode("Hello world")));
   r = run("tokenize -m '" + model_dir() + "' '<|message_user|>hi'");
-  EXPECT_EQ(r.out.rfind("200000 ", 0), 0u) << r.out;
+  EXPECT_EQ(r.out.rfind("200000,", 0), 0u) << r.out;
   r = run("tokenize -m '" + model_dir() + "' --no-special '<|message_user|>hi'");
   EXPECT_EQ(r.out, join(tokenizer.encode("<|message_user|>hi", false)));
   EXPECT_EQ(r.out.find("200000"), std::string::npos);

@@ -28,7 +28,7 @@ TEST(BenchCli, JsonAgreesWithItsOwnMeasurements) {
   ASSERT_EQ(result.exit_code, 0) << result.describe();
   const nlohmann::json report = nlohmann::json::parse(result.out);
 
-  EXPECT_EQ(report["layout"], "mlx-affine");
+  EXPECT_EQ(report["layout"], "mlx-4bit");
   EXPECT_EQ(report["precision"], "exact");
   EXPECT_EQ(report["threads"], 2);
   EXPECT_EQ(report["pp_tokens"], 6);

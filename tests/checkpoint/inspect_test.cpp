@@ -145,7 +145,7 @@ TEST_P(InspectJson, LayoutLayersAndParameterTotals) {
 INSTANTIATE_TEST_SUITE_P(Layouts, InspectJson,
                          ::testing::Values(std::make_pair(std::string("original-bf16"), std::string("original-bf16")),
                                            std::make_pair(std::string("original-f32"), std::string("original-f32")),
-                                           std::make_pair(std::string("mlx-4bit"), std::string("mlx-affine")),
+                                           std::make_pair(std::string("mlx-4bit"), std::string("mlx-4bit")),
                                            std::make_pair(std::string("nvfp4"), std::string("nvfp4"))),
                          [](const auto& info) {
                            std::string name = info.param.first;

@@ -217,7 +217,7 @@ Runner add_bench(CLI::App& app) {
       const double peak_rss_gb = double(usage.ru_maxrss) * 1024.0 / 1e9;
       const double state_mib = double(model.state_bytes(run.context)) / 1048576.0;
       if (args->json) {
-        nlohmann::ordered_json out = {{"model", args->model}, {"layout", layout_name(ckpt->layout())},
+        nlohmann::ordered_json out = {{"model", args->model}, {"layout", layout_label(ckpt->layout(), ckpt->config().quantization)},
                                       {"isa", kernels::isa_name()}, {"threads", threads},
                                       {"precision", args->runtime.fast ? "fast" : "exact"},
                                       {"pp_tokens", args->prompt}, {"tg_tokens", args->generate},
@@ -228,7 +228,7 @@ Runner add_bench(CLI::App& app) {
       }
       std::printf("%s, %s, %s, %s, %d threads; pp%d, tg%d per sequence; context %lld: %.1f MiB of KV + state per "
                   "sequence; peak RSS %.2f GB\n",
-                  std::filesystem::path(args->model).filename().c_str(), layout_name(ckpt->layout()),
+                  std::filesystem::path(args->model).filename().c_str(), layout_label(ckpt->layout(), ckpt->config().quantization).c_str(),
                   args->runtime.fast ? "fast" : "exact", kernels::isa_name(), threads, args->prompt, args->generate,
                   (long long)run.context, state_mib, peak_rss_gb);
       std::printf("| B | pp tok/s (all) | tg tok/s (all) | tg tok/s per sequence | tg vs B=1 | pp tok/s under B decodes | tg tok/s meanwhile |\n");
@@ -323,7 +323,7 @@ Runner add_bench(CLI::App& app) {
     getrusage(RUSAGE_SELF, &usage);
     double peak_rss_gb = double(usage.ru_maxrss) * 1024.0 / 1e9;
     nlohmann::ordered_json out = {
-        {"model", args->model}, {"layout", layout_name(ckpt->layout())}, {"isa", kernels::isa_name()},
+        {"model", args->model}, {"layout", layout_label(ckpt->layout(), ckpt->config().quantization)}, {"isa", kernels::isa_name()},
         {"threads", threads}, {"kv_dtype", args->runtime.kv_dtype}, {"precision", args->runtime.fast ? "fast" : "exact"},
         {"pp_tokens", args->prompt}, {"pp_tok_s", pp_median}, {"tg_tokens", args->generate}, {"tg_depth", args->depth},
         {"tg_end_position", tg_end_position}, {"tg_tok_s", tg_median},
@@ -344,7 +344,7 @@ Runner add_bench(CLI::App& app) {
                 args->prompt, tg_label.c_str());
     std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     std::printf("| %s | %s | %s | %s | %d | %s | %.1f | %.2f | %.3f | %.1f | %.0f%% | %.1f | %.1f | %.2f | %.2f |\n",
-                std::filesystem::path(args->model).filename().c_str(), layout_name(ckpt->layout()),
+                std::filesystem::path(args->model).filename().c_str(), layout_label(ckpt->layout(), ckpt->config().quantization).c_str(),
                 args->runtime.fast ? "fast" : "exact", kernels::isa_name(),
                 threads, weight_memory_label(*ckpt), pp_median, tg_median, bytes_per_token / 1e9, bandwidth, 100.0 * efficiency, prefill_gflops,
                 fma_peak, load_seconds, peak_rss_gb);

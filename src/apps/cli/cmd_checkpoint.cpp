@@ -65,10 +65,11 @@ Runner add_inspect(CLI::App& app) {
     std::printf("\n%5s  %-8s %-6s %5s %4s %4s %7s %7s  %-10s %-10s\n", "layer", "attn", "mlp", "heads", "kv",
                 "dim", "window", "extent", "attn fmt", "mlp fmt");
     for (const auto& layer : info["layers"])
-      std::printf("%5d  %-8s %-6s %5d %4d %4d %7d %7d  %-10s %-10s\n", layer["index"].get<int>(),
+      std::printf("%5d  %-8s %-6s %5d %4d %4d %7s %7d  %-10s %-10s\n", layer["index"].get<int>(),
                   layer["attention"].get<std::string>().c_str(), layer["mlp"].get<std::string>().c_str(),
                   layer["heads"].get<int>(), layer["kv_heads"].get<int>(), layer["head_dim"].get<int>(),
-                  layer["window"].get<int>(), layer["rel_extent"].get<int>(),
+                  layer["window"].is_null() ? "global" : std::to_string(layer["window"].get<int>()).c_str(),
+                  layer["rel_extent"].get<int>(),
                   layer["attention_format"].get<std::string>().c_str(), layer["mlp_format"].get<std::string>().c_str());
     std::printf("\nbytes per dtype:");
     for (const auto& [dtype, bytes] : info["bytes_per_dtype"].items())

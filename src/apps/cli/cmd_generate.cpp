@@ -1,12 +1,15 @@
 // inkling generate: prompt (text or ids) -> tokens, streamed.
 #include <omp.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "apps/cli/commands.h"
+#include "model/config.h"
 #include "model/synth.h"
 #include "runtime/chat/chat_template.h"
 #include "runtime/generate/generator.h"
@@ -52,6 +55,18 @@ void write_npy(const std::string& path, const std::vector<float>& data, int64_t 
   if (!out) throw Error("cannot write " + path);
 }
 
+// Fails now, before the weights load, when `path` cannot be written (the file is written at the end).
+void check_writable(const std::string& path, const char* option) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error(std::string("cannot write ") + option + " file " + path + ": " + std::strerror(errno));
+}
+
+std::string join_ids(const std::vector<int32_t>& ids) {
+  std::string line;
+  for (size_t i = 0; i < ids.size(); ++i) line += (i ? "," : "") + std::to_string(ids[i]);
+  return line;
+}
+
 }  // namespace
 
 Runner add_generate(CLI::App& app) {
@@ -66,38 +81,50 @@ Runner add_generate(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   app.add_option("-m,--model", args->model, "checkpoint directory (default: a synthetic demo checkpoint)");
-  auto* prompt = app.add_option("-p,--prompt", args->prompt, "prompt text (raw: no chat template)");
+  auto* prompt = app.add_option("-p,--prompt", args->prompt, "prompt text (raw: no chat template; see --chat)");
   auto* ids = app.add_option("--prompt-ids", args->prompt_ids, "prompt as comma-separated token ids (bypasses the tokenizer)");
   prompt->excludes(ids);
   app.add_option("-n,--max-tokens", args->n, "tokens to generate")->capture_default_str();
   args->sampling.add_to(app);
   args->runtime.add_to(app, "context limit in tokens (prompt + generation)");
-  app.add_flag("--print-ids", args->print_ids, "print the generated ids as one comma-separated line, last on stdout");
+  app.add_flag("--print-ids", args->print_ids,
+               "after the text, print the generated ids as one comma-separated line, last on stdout");
   app.add_flag("--no-special", args->no_special, "treat special-token strings in -p as plain text");
   app.add_flag("--chat", args->chat, "treat -p as a user message: render it through the chat template, stream the answer");
-  app.add_option("--system", args->system, "with --chat: a system message");
-  app.add_option("--reasoning-effort", args->reasoning_effort,
-                 "with --chat: " + reasoning_effort_choices());
-  app.add_flag("--show-reasoning", args->show_reasoning, "with --chat: show the reasoning (dimmed on a terminal)");
-  app.add_option("--chat-template", args->chat_template, "with --chat: Jinja template file (overrides the checkpoint's)");
+  auto* system = app.add_option("--system", args->system, "with --chat: a system message");
+  auto* effort = app.add_option("--reasoning-effort", args->reasoning_effort,
+                                "with --chat: " + reasoning_effort_choices() +
+                                    " (default: the template's, 0.9 = high for Inkling's)");
+  auto* show = app.add_flag("--show-reasoning", args->show_reasoning, "with --chat: show the reasoning (dimmed on a terminal)");
+  auto* chat_template = app.add_option("--chat-template", args->chat_template,
+                                       "with --chat: Jinja template file (overrides the checkpoint's)");
   app.add_option("--logits-out", args->logits_out,
                  "write float32 .npy [n_generated, vocab]: row i = the logits that chose generated token i");
-  return [args] {
+  return [args, system, effort, show, chat_template] {
+    // Every check that needs no weights comes first.
     RunOptions run = args->runtime.apply();
-    SamplingParams sampling = args->sampling.params();
+    args->sampling.check();
     if (args->n <= 0) throw Error("-n must be positive, got " + std::to_string(args->n));
-    if (!args->reasoning_effort.empty()) parse_reasoning_effort(args->reasoning_effort);  // fail before loading
-    const bool demo = args->model.empty();
-    std::string model_dir = model_or_demo(args->model);
-    if (demo && args->prompt.empty() && args->prompt_ids.empty()) args->prompt = "The quick brown fox";
-    if (args->prompt.empty() && args->prompt_ids.empty()) throw Error("give a prompt with -p TEXT or --prompt-ids 1,2,3");
+    if (!args->chat)
+      for (const CLI::Option* option : {system, effort, show, chat_template})
+        if (option->count() > 0) throw Error(option->get_name() + " needs --chat (it applies to the chat template)");
+    if (!args->reasoning_effort.empty()) parse_reasoning_effort(args->reasoning_effort);
+    if (args->chat && !args->prompt_ids.empty()) throw Error("--chat takes a text prompt (-p), not --prompt-ids");
+    if (args->prompt.empty() && args->prompt_ids.empty())
+      throw Error("give a prompt with -p TEXT or --prompt-ids 1,2,3");
+    std::vector<int32_t> prompt;
+    if (!args->prompt_ids.empty()) prompt = parse_ids(args->prompt_ids);
+    if (!args->logits_out.empty()) check_writable(args->logits_out, "--logits-out");
 
-    auto checkpoint = open_for_inference(model_dir, args->runtime);
+    std::string model_dir = model_or_demo(args->model);
+    const ModelConfig config = load_model_config(model_dir);
+    for (int32_t id : prompt)
+      if (id < 0 || id >= config.text.unpadded_vocab_size)
+        throw Error("--prompt-ids: token id " + std::to_string(id) + " is out of range for this model (vocabulary 0.." +
+                    std::to_string(config.text.unpadded_vocab_size - 1) + ")");
     std::optional<Tokenizer> tokenizer;
     if (std::filesystem::exists(model_dir + "/tokenizer.json")) tokenizer = Tokenizer::from_dir(model_dir);
-    std::vector<int32_t> prompt;
     if (args->chat) {
-      if (!args->prompt_ids.empty()) throw Error("--chat takes a text prompt (-p), not --prompt-ids");
       if (!tokenizer) throw Error(model_dir + " has no tokenizer.json; --chat needs one");
       nlohmann::ordered_json messages = nlohmann::ordered_json::array();
       if (!args->system.empty()) messages.push_back({{"role", "system"}, {"content", args->system}});
@@ -105,14 +132,23 @@ Runner add_generate(CLI::App& app) {
       ChatRenderOptions render;
       if (!args->reasoning_effort.empty()) render.reasoning_effort = parse_reasoning_effort(args->reasoning_effort);
       prompt = ChatTemplate::from_dir(model_dir, args->chat_template).encode(*tokenizer, messages, render);
-    } else if (!args->prompt_ids.empty()) {
-      prompt = parse_ids(args->prompt_ids);
-    } else {
+    } else if (prompt.empty()) {
       if (!tokenizer) throw Error(model_dir + " has no tokenizer.json; use --prompt-ids");
       prompt = tokenizer->encode(args->prompt, !args->no_special);
       if (prompt.empty()) throw Error("the prompt encodes to no tokens");
     }
+    if (int64_t(prompt.size()) + 1 > run.context)
+      throw Error("the prompt is " + count_of(int64_t(prompt.size()), "token") + ", which leaves no room in --ctx " +
+                  std::to_string(run.context));
+    if (!tokenizer && !args->print_ids) {
+      std::fprintf(stderr, "%s has no tokenizer.json: printing the generated token ids\n", model_dir.c_str());
+      args->print_ids = true;
+    }
+    const SamplingParams sampling = args->sampling.params(model_dir);
+
+    auto checkpoint = open_for_inference(model_dir, args->runtime);
     InklingModel model(*checkpoint, run);
+    show_prefill_progress(model);
     SequenceState state = model.new_sequence();
     GenerateOptions options;
     options.max_tokens = args->n;
@@ -122,13 +158,13 @@ Runner add_generate(CLI::App& app) {
     std::vector<float> all_logits;
     std::optional<IncrementalDecoder> decoder;
     std::optional<ChatStream> chat_stream;
-    if (args->chat && !args->print_ids) chat_stream.emplace(*tokenizer, args->show_reasoning);
-    bool stream_text = tokenizer && !args->print_ids && !args->chat;
-    if (stream_text) {
-      decoder.emplace(*tokenizer, /*skip_special=*/true);
-      if (!args->prompt.empty()) std::fputs(args->prompt.c_str(), stdout);
-    }
+    if (args->chat) chat_stream.emplace(*tokenizer, args->show_reasoning);
+    if (tokenizer && !args->chat) decoder.emplace(*tokenizer, /*skip_special=*/true);
+    bool echoed = false;
     TokenCallback on_token = [&](int32_t token, std::span<const float> logits) {
+      // The prompt is echoed once its prefill went through (an error before that prints only the error).
+      if (decoder && !echoed && !args->prompt.empty()) std::fputs(args->prompt.c_str(), stdout);
+      echoed = true;
       if (!args->logits_out.empty()) all_logits.insert(all_logits.end(), logits.begin(), logits.end());
       if (chat_stream) chat_stream->push(token);
       if (decoder && token != checkpoint->config().eos_token_id) {
@@ -142,17 +178,14 @@ Runner add_generate(CLI::App& app) {
     if (chat_stream) chat_stream->finish();
     if (!args->logits_out.empty())
       write_npy(args->logits_out, all_logits, int64_t(result.tokens.size()), model.vocab());
+    if (args->print_ids) std::printf("%s\n", join_ids(result.tokens).c_str());
     std::fflush(stdout);  // the text ends before the statistics line on a shared terminal
-    std::fprintf(stderr, "prompt: %lld tokens, %.2f s, %.1f tok/s | generated: %zu tokens, %.2f tok/s | stop: %s\n",
-                 (long long)result.prompt_tokens, result.prompt_seconds,
-                 double(result.prompt_tokens) / std::max(result.prompt_seconds, 1e-9), result.tokens.size(),
+    std::fprintf(stderr, "prompt: %s, %.2f s, %.1f tok/s | generated: %s, %.2f tok/s | stop: %s\n",
+                 count_of(result.prompt_tokens, "token").c_str(), result.prompt_seconds,
+                 double(result.prompt_tokens) / std::max(result.prompt_seconds, 1e-9),
+                 count_of(int64_t(result.tokens.size()), "token").c_str(),
                  result.tokens.size() > 1 ? double(result.tokens.size() - 1) / std::max(result.generate_seconds, 1e-9) : 0.0,
                  result.stop_reason.c_str());
-    if (args->print_ids) {
-      std::string line;
-      for (size_t i = 0; i < result.tokens.size(); ++i) line += (i ? "," : "") + std::to_string(result.tokens[i]);
-      std::printf("%s\n", line.c_str());
-    }
     return 0;
   };
 }

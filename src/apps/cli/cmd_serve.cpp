@@ -30,32 +30,6 @@ std::string read_key_file(const std::string& path) {
   return key;
 }
 
-// The checkpoint's sampling defaults (generation_config.json), as transformers and vLLM apply
-// them: a request's own fields override them.
-SamplingParams generation_defaults(const std::string& dir) {
-  SamplingParams p;
-  const std::string path = dir + "/generation_config.json";
-  std::ifstream in(path);
-  if (!in) return p;
-  nlohmann::json config = nlohmann::json::parse(in, nullptr, false);
-  if (!config.is_object()) throw Error(path + ": invalid JSON");
-  if (!config.value("do_sample", false)) return p;
-  auto number = [&](const char* key, double fallback) {
-    return config.contains(key) && config[key].is_number() ? config[key].get<double>() : fallback;
-  };
-  p.temperature = float(number("temperature", 1.0));
-  p.top_p = float(number("top_p", 1.0));
-  p.top_k = int(number("top_k", 0));
-  p.min_p = float(number("min_p", 0.0));
-  p.repetition_penalty = float(number("repetition_penalty", 1.0));
-  try {
-    p.validate();
-  } catch (const Error& e) {
-    throw Error(path + ": " + e.what());
-  }
-  return p;
-}
-
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> out;
   std::stringstream stream(text);

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "model/forward.h"
 #include "runtime/generate/sampler.h"
@@ -44,15 +45,34 @@ std::unique_ptr<Checkpoint> open_for_inference(const std::string& dir, const Run
 // "huge pages" or "mmap": where open_for_inference put the weights of `checkpoint`.
 const char* weight_memory_label(const Checkpoint& checkpoint);
 
-// Sampling options of generate and chat.
+// Sampling options of generate and chat. An option not given takes the checkpoint's default
+// from generation_config.json (as transformers and vLLM do), else greedy.
 struct SamplingArgs {
   float temp = 0.0f, top_p = 1.0f, min_p = 0.0f, repeat_penalty = 1.0f, presence_penalty = 0.0f,
         frequency_penalty = 0.0f;
   int top_k = 0;
-  uint64_t seed = 0;
+  int64_t seed = 0;  // -1: a random seed, printed
   void add_to(CLI::App& app);
-  SamplingParams params() const;  // validated
+  // The options as given, validated (without the checkpoint's defaults): call before loading.
+  void check() const;
+  // The sampling to use with checkpoint `dir`; prints it on stderr ("sampling: ...").
+  SamplingParams params(const std::string& dir) const;
+
+ private:
+  std::vector<CLI::Option*> options_;  // in the order of the fields above: temp, top_p, min_p, ...
+  SamplingParams given(const SamplingParams& defaults) const;
 };
+
+// The checkpoint's sampling defaults (DIR/generation_config.json; greedy when absent or
+// do_sample is false); a request's or option's own value overrides them.
+SamplingParams generation_defaults(const std::string& dir);
+// "greedy" or "temperature 0.7, top-k 40, top-p 0.95, seed 0" (only what is on).
+std::string describe_sampling(const SamplingParams& params);
+
+// Shows the progress of long prefills of `model` on a terminal (stderr).
+void show_prefill_progress(InklingModel& model);
+// "1 token", "2 tokens".
+std::string count_of(int64_t n, const char* singular);
 
 // A progress line on stderr ("label  42%  1.2/2.9 GB"), redrawn in place on a terminal.
 class Progress {
@@ -69,7 +89,8 @@ class Progress {
 
 // The demo checkpoint used when `generate` runs without -m (written on first use).
 std::string demo_checkpoint_dir();
-// -m DIR, or the demo checkpoint (written on first use, with a note on stderr).
+// -m DIR, or the demo checkpoint (written on first use, or again when files of it are missing,
+// with a note on stderr).
 std::string model_or_demo(const std::string& model);
 
 // Prints one streamed chat turn (cmd_chat.cpp): the answer on stdout as it arrives; reasoning

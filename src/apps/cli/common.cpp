@@ -5,7 +5,12 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <random>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "apps/cli/commands.h"
 #include "io/resident_memory.h"
@@ -77,6 +82,15 @@ const char* weight_memory_label(const Checkpoint& checkpoint) {
 }
 
 RunOptions RuntimeArgs::apply() const {
+  // The thread pool reads INKLING_THREADS itself and falls back to all CPUs on a bad value; a
+  // typo should not pass silently.
+  if (const char* env = std::getenv("INKLING_THREADS"); env && threads == 0) {
+    char* end = nullptr;
+    const long value = std::strtol(env, &end, 10);
+    if (end == env || *end != '\0' || value < 1 || value > kernels::kMaxThreads)
+      throw Error("INKLING_THREADS must be a number 1.." + std::to_string(kernels::kMaxThreads) + ", got \"" +
+                  std::string(env) + "\"");
+  }
   if (threads < 0 || threads > kernels::kMaxThreads)
     throw Error("--threads must be 0.." + std::to_string(kernels::kMaxThreads) + " (0 = all cores), got " +
                 std::to_string(threads));
@@ -91,28 +105,113 @@ RunOptions RuntimeArgs::apply() const {
 }
 
 void SamplingArgs::add_to(CLI::App& app) {
-  app.add_option("--temp", temp, "temperature (0 = greedy)")->capture_default_str();
-  app.add_option("--top-k", top_k, "keep the k most likely tokens (0 = off)")->capture_default_str();
-  app.add_option("--top-p", top_p, "nucleus sampling mass (1 = off)")->capture_default_str();
-  app.add_option("--min-p", min_p, "drop tokens below min-p x the top probability (0 = off)")->capture_default_str();
-  app.add_option("--repeat-penalty", repeat_penalty, "repetition penalty (1 = off)")->capture_default_str();
-  app.add_option("--presence-penalty", presence_penalty, "presence penalty")->capture_default_str();
-  app.add_option("--frequency-penalty", frequency_penalty, "frequency penalty")->capture_default_str();
-  app.add_option("--seed", seed, "sampling seed")->capture_default_str();
+  options_ = {
+      app.add_option("--temp", temp, "temperature (0 = greedy)"),
+      app.add_option("--top-p", top_p, "nucleus sampling mass (1 = off)"),
+      app.add_option("--min-p", min_p, "drop tokens below min-p x the top probability (0 = off)"),
+      app.add_option("--repeat-penalty", repeat_penalty, "repetition penalty (1 = off)"),
+      app.add_option("--presence-penalty", presence_penalty, "presence penalty (0 = off)"),
+      app.add_option("--frequency-penalty", frequency_penalty, "frequency penalty (0 = off)"),
+      app.add_option("--top-k", top_k, "keep the k most likely tokens (0 = off)"),
+  };
+  app.add_option("--seed", seed, "sampling seed; -1 = a random one (printed)")->capture_default_str();
+  app.footer(
+      "Sampling: options not given take the checkpoint's defaults from generation_config.json (temperature, "
+      "top_p, top_k, min_p, repetition_penalty) as transformers and vLLM do; without that file (or with "
+      "do_sample false) decoding is greedy. stderr says which sampling ran.\n");
 }
 
-SamplingParams SamplingArgs::params() const {
-  SamplingParams p;
-  p.temperature = temp;
-  p.top_k = top_k;
-  p.top_p = top_p;
-  p.min_p = min_p;
-  p.repetition_penalty = repeat_penalty;
-  p.presence_penalty = presence_penalty;
-  p.frequency_penalty = frequency_penalty;
-  p.seed = seed;
-  p.validate();
+SamplingParams SamplingArgs::given(const SamplingParams& defaults) const {
+  SamplingParams p = defaults;
+  auto set = [&](size_t i, auto& field, auto value) {
+    if (options_.size() > i && options_[i]->count() > 0) field = value;
+  };
+  set(0, p.temperature, temp);
+  set(1, p.top_p, top_p);
+  set(2, p.min_p, min_p);
+  set(3, p.repetition_penalty, repeat_penalty);
+  set(4, p.presence_penalty, presence_penalty);
+  set(5, p.frequency_penalty, frequency_penalty);
+  set(6, p.top_k, top_k);
   return p;
+}
+
+void SamplingArgs::check() const {
+  if (seed < -1) throw Error("--seed must be >= 0, or -1 for a random seed; got " + std::to_string(seed));
+  given(SamplingParams{}).validate();
+}
+
+SamplingParams SamplingArgs::params(const std::string& dir) const {
+  check();
+  const bool from_file = std::filesystem::exists(dir + "/generation_config.json");
+  SamplingParams p = given(generation_defaults(dir));
+  p.seed = seed >= 0 ? uint64_t(seed) : std::random_device{}();
+  p.validate();
+  bool overridden = false;
+  for (const CLI::Option* option : options_) overridden = overridden || option->count() > 0;
+  const char* source = !from_file ? "" : overridden ? " (generation_config.json + options)" : " (generation_config.json)";
+  std::fprintf(stderr, "sampling: %s%s\n", describe_sampling(p).c_str(), source);
+  return p;
+}
+
+SamplingParams generation_defaults(const std::string& dir) {
+  SamplingParams p;
+  const std::string path = dir + "/generation_config.json";
+  std::ifstream in(path);
+  if (!in) return p;
+  nlohmann::json config = nlohmann::json::parse(in, nullptr, false);
+  if (!config.is_object()) throw Error(path + ": invalid JSON");
+  if (!config.value("do_sample", false)) return p;
+  auto number = [&](const char* key, double fallback) {
+    return config.contains(key) && config[key].is_number() ? config[key].get<double>() : fallback;
+  };
+  p.temperature = float(number("temperature", 1.0));
+  p.top_p = float(number("top_p", 1.0));
+  p.top_k = int(number("top_k", 0));
+  p.min_p = float(number("min_p", 0.0));
+  p.repetition_penalty = float(number("repetition_penalty", 1.0));
+  try {
+    p.validate();
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
+  return p;
+}
+
+std::string describe_sampling(const SamplingParams& p) {
+  auto number = [](double value) {
+    std::ostringstream out;
+    out << value;
+    return out.str();
+  };
+  std::string out = p.temperature == 0.0f ? "greedy" : "temperature " + number(p.temperature);
+  if (p.temperature != 0.0f) {
+    if (p.top_k > 0) out += ", top-k " + std::to_string(p.top_k);
+    if (p.top_p < 1.0f) out += ", top-p " + number(p.top_p);
+    if (p.min_p > 0.0f) out += ", min-p " + number(p.min_p);
+  }
+  if (p.repetition_penalty != 1.0f) out += ", repeat-penalty " + number(p.repetition_penalty);
+  if (p.presence_penalty != 0.0f) out += ", presence-penalty " + number(p.presence_penalty);
+  if (p.frequency_penalty != 0.0f) out += ", frequency-penalty " + number(p.frequency_penalty);
+  if (p.temperature != 0.0f) out += ", seed " + std::to_string(p.seed);
+  return out;
+}
+
+void show_prefill_progress(InklingModel& model) {
+  if (!isatty(2)) return;
+  model.on_prefill_progress = [last = int64_t(-1)](int64_t done, int64_t total) mutable {
+    if (total < 2 * 512) return;  // short prompts finish before a line would help
+    const int64_t percent = 100 * done / total;
+    if (percent == last) return;
+    last = percent;
+    std::fprintf(stderr, "\rprompt %3lld%%  %lld / %lld tokens%s", (long long)percent, (long long)done, (long long)total,
+                 done == total ? "\r\033[K" : "");
+    std::fflush(stderr);
+  };
+}
+
+std::string count_of(int64_t n, const char* singular) {
+  return std::to_string(n) + " " + singular + (n == 1 ? "" : "s");
 }
 
 std::string demo_checkpoint_dir() {
@@ -122,12 +221,39 @@ std::string demo_checkpoint_dir() {
   return base + "/inkling/demo-tiny-bf16";
 }
 
-// -m DIR, or the demo checkpoint (written on first use).
+namespace {
+
+// What the demo checkpoint in `dir` lacks ("" when complete): its config, tokenizer, index, or a
+// shard the index names (a synth cut short, or a file removed by hand).
+std::string demo_missing(const std::string& dir) {
+  namespace fs = std::filesystem;
+  for (const char* name : {"config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors.index.json"})
+    if (!fs::exists(dir + "/" + name)) return name;
+  std::ifstream in(dir + "/model.safetensors.index.json");
+  nlohmann::json index = nlohmann::json::parse(in, nullptr, false);
+  if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
+    return "model.safetensors.index.json (unreadable)";
+  for (const auto& [tensor, shard] : index["weight_map"].items())
+    if (!shard.is_string() || !fs::exists(dir + "/" + shard.get<std::string>()))
+      return shard.is_string() ? shard.get<std::string>() : "model.safetensors.index.json (unreadable)";
+  return "";
+}
+
+}  // namespace
+
+// -m DIR, or the demo checkpoint (written on first use, and again when a file of it is missing).
 std::string model_or_demo(const std::string& model) {
   if (!model.empty()) return model;
   std::string dir = demo_checkpoint_dir();
-  if (!std::filesystem::exists(dir + "/config.json")) {
-    std::fprintf(stderr, "no -m given: writing the synthetic demo checkpoint (tiny, bf16) to %s\n", dir.c_str());
+  const bool exists = std::filesystem::exists(dir);
+  const std::string missing = exists ? demo_missing(dir) : "";
+  if (!exists || !missing.empty()) {
+    if (exists) {
+      std::fprintf(stderr, "the demo checkpoint in %s lacks %s: writing it again\n", dir.c_str(), missing.c_str());
+      std::filesystem::remove_all(dir);
+    } else {
+      std::fprintf(stderr, "no -m given: writing the synthetic demo checkpoint (tiny, bf16) to %s\n", dir.c_str());
+    }
     SynthOptions options;
     options.format = parse_target_format("original-bf16");
     options.preset = SynthPreset::Tiny;
@@ -136,7 +262,7 @@ std::string model_or_demo(const std::string& model) {
     write_synthetic_checkpoint(dir, options);
     progress.finish();
   }
-  std::fprintf(stderr, "demo model: random weights, so the text is noise; pass -m DIR for a real checkpoint\n");
+  std::fprintf(stderr, "demo model: random weights, so the text is noise; pass -m DIR for a real checkpoint (README: \"Run a real model\")\n");
   return dir;
 }
 
