@@ -490,7 +490,9 @@ TEST_F(RoundTrip, MlxGateAndUpInterleavedWhenCopiedIntoMemory) {
                 std::string::npos) << b.how;
       ++noted;
     }
-    if (b.source.find("down_proj") != std::string::npos) EXPECT_EQ(b.how.find("interleaved"), std::string::npos) << b.source;
+    if (b.source.find("down_proj") != std::string::npos) {
+      EXPECT_EQ(b.how.find("interleaved"), std::string::npos) << b.source;
+    }
   }
   EXPECT_EQ(noted, 1);
   for (const BindingRecord& b : mapped->bindings()) EXPECT_EQ(b.how.find("interleaved"), std::string::npos) << b.source;

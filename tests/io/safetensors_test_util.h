@@ -23,10 +23,12 @@ namespace inkling::testing {
 inline std::vector<uint8_t> raw_image(const std::string& header, const std::vector<uint8_t>& data = {},
                                       std::optional<uint64_t> declared_len = std::nullopt) {
   uint64_t len = declared_len ? *declared_len : header.size();
-  std::vector<uint8_t> out(8);
-  for (int i = 0; i < 8; ++i) out[i] = uint8_t(len >> (8 * i));
-  out.insert(out.end(), header.begin(), header.end());
-  out.insert(out.end(), data.begin(), data.end());
+  // Sized once and filled in place: growing an 8-byte vector with insert() made GCC 12 warn
+  // -Warray-bounds about its reallocation path.
+  std::vector<uint8_t> out(8 + header.size() + data.size());
+  for (int i = 0; i < 8; ++i) out[size_t(i)] = uint8_t(len >> (8 * i));
+  std::copy(header.begin(), header.end(), out.begin() + 8);
+  std::copy(data.begin(), data.end(), out.begin() + 8 + std::ptrdiff_t(header.size()));
   return out;
 }
 
