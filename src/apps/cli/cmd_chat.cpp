@@ -181,7 +181,7 @@ Runner add_chat(CLI::App& app) {
     };
     reset();
     InterruptGuard interrupts;
-    LineReader reader(default_history_file());
+    LineReader reader(isatty(fileno(stdin)) ? default_history_file() : "");  // piped input keeps no history
     std::fprintf(stderr, "chat template: %s. Commands: /reset, /effort X, /quit (or Ctrl-D); chat --help for more.\n",
                  chat_template.origin().c_str());
     bool interrupted_at_prompt = false;
