@@ -11,16 +11,18 @@ which=("$@")
 scripts/deps.sh
 scripts/test_deps.sh
 jobs="$(nproc)"
+# -O1 with line tables: a fraction of the compile time of -O2 -g, readable stacks.
+flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DINKLING_BUILD_BENCH=OFF)
 for kind in "${which[@]}"; do
   case "$kind" in
     asan)
-      cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINKLING_SANITIZE=ON -DINKLING_BUILD_BENCH=OFF >/dev/null
+      cmake -S . -B build-asan "${flags[@]}" -DINKLING_SANITIZE=ON >/dev/null
       cmake --build build-asan -j"$jobs"
       ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
         ctest --test-dir build-asan --output-on-failure -j"$jobs"
       ;;
     tsan)
-      cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINKLING_TSAN=ON -DINKLING_BUILD_BENCH=OFF >/dev/null
+      cmake -S . -B build-tsan "${flags[@]}" -DINKLING_TSAN=ON >/dev/null
       cmake --build build-tsan -j"$jobs" --target inkling test_serve
       export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1"
       build-tsan/test_serve
