@@ -10,6 +10,7 @@
 
 #include "apps/cli/commands.h"
 #include "apps/cli/line_reader.h"
+#include "io/text_file.h"
 #include "model/synth.h"
 #include "runtime/chat/chat_template.h"
 #include "runtime/generate/generator.h"
@@ -26,11 +27,7 @@ constexpr const char* kDim = "\033[2m";
 constexpr const char* kReset = "\033[0m";
 
 std::string read_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(std::string("cannot read ") + what + " file " + path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+  return read_text_file(path, kMaxInputFileBytes, std::string("a ") + what + " file");
 }
 
 json read_json(const std::string& path, const char* what) {

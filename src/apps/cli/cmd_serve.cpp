@@ -10,6 +10,7 @@
 
 #include "apps/cli/commands.h"
 #include "apps/server/server.h"
+#include "io/text_file.h"
 #include "runtime/chat/chat_template.h"
 #include "runtime/serve/engine.h"
 #include "runtime/tokenizer/tokenizer.h"
@@ -20,11 +21,7 @@ namespace inkling::cli {
 namespace {
 
 std::string read_key_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read --api-key-file " + path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  std::string key = buffer.str();
+  std::string key = read_text_file(path, 64 << 10, "an --api-key-file");
   while (!key.empty() && (key.back() == '\n' || key.back() == '\r' || key.back() == ' ')) key.pop_back();
   if (key.empty()) throw Error("--api-key-file " + path + " is empty");
   return key;

@@ -14,6 +14,7 @@
 
 #include "apps/cli/commands.h"
 #include "io/resident_memory.h"
+#include "io/text_file.h"
 #include "kernels/thread_pool.h"
 #include "model/synth.h"
 #include "tensor/error.h"
@@ -157,9 +158,9 @@ SamplingParams SamplingArgs::params(const std::string& dir) const {
 SamplingParams generation_defaults(const std::string& dir) {
   SamplingParams p;
   const std::string path = dir + "/generation_config.json";
-  std::ifstream in(path);
-  if (!in) return p;
-  nlohmann::json config = nlohmann::json::parse(in, nullptr, false);
+  if (!std::filesystem::exists(path)) return p;
+  nlohmann::json config = nlohmann::json::parse(read_text_file(path, kMaxConfigFileBytes, "a generation_config.json"),
+                                                nullptr, false);
   if (!config.is_object()) throw Error(path + ": invalid JSON");
   if (!config.value("do_sample", false)) return p;
   auto number = [&](const char* key, double fallback) {
