@@ -29,7 +29,7 @@ std::string read_text_file(const std::filesystem::path& path, size_t max_bytes, 
   const std::string name = path.string();
   // O_NONBLOCK: opening a FIFO must not wait for a writer before fstat can refuse it.
   int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw Error(name + ": cannot open (" + std::strerror(errno) + ")");
+  if (fd < 0) throw Error(name + ": cannot open " + std::string(what) + " (" + std::strerror(errno) + ")");
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }

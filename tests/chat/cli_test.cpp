@@ -156,7 +156,7 @@ TEST(ChatCli, GenerateChat) {
 
 TEST(ChatCli, BadInputExitsTwoWithOneLine) {
   expect_one_line_error(run("render -m '" + model_dir() + "' --messages '" + (work_dir() / "absent.json").string() + "'"),
-                        "cannot read messages file");
+                        "absent.json: cannot open a messages file (No such file or directory)");
   std::string bad = (work_dir() / "bad.json").string();
   test::write_text(bad, "[{\"role\": \"user\",");
   expect_one_line_error(run("render -m '" + model_dir() + "' --messages '" + bad + "'"), "invalid JSON");

@@ -5,10 +5,28 @@
 # invariant abort fails the run and leaves the reproducer in build-fuzz/NAME-crash-*.
 #
 #   tools/fuzz/run.sh [SECONDS] [NAME...]     # NAME: safetensors config tokenizer jinja output_parser front_doors
+#   tools/fuzz/run.sh ci [NAME...]            # what CI runs: see below
+#
+# `ci` runs each target from a fresh work directory with a fixed seed for a fixed number of
+# executions, about a minute's worth here (capped at two minutes of wall time): the same binary
+# then repeats the same inputs, so CI replays, or stops early inside, a run that passed here
+# rather than rolling new dice on every push. Longer random runs (SECONDS) are how bugs are found.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds="${1:-60}"
 shift || true
+ci=0
+if [ "$seconds" = ci ]; then
+  ci=1
+  seconds=120
+fi
+# Executions a target made in about 60 s on the 2-core machine that set these.
+ci_runs() {
+  case "$1" in
+    safetensors) echo 300000 ;; config) echo 300000 ;; tokenizer) echo 40000 ;;
+    jinja) echo 10000 ;; output_parser) echo 100000 ;; front_doors) echo 2000 ;;
+  esac
+}
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(safetensors config tokenizer jinja output_parser front_doors)
 
@@ -66,17 +84,25 @@ for name in "${targets[@]}"; do
   echo "== fuzz_$name: building ${#srcs[@]} sources" >&2
   objs=($(compile_all "${srcs[@]}"))
   clang++ -fsanitize=fuzzer,address,undefined "${objs[@]}" "${pcre[@]}" -o "$out/fuzz_$name"
-  mkdir -p "$out/work/$name" "tools/fuzz/corpus/$name"
+  work="$out/work/$name"
+  if [ "$ci" = 1 ]; then
+    work="$out/ci-work/$name"
+    rm -rf "$work"
+  fi
+  mkdir -p "$work" "tools/fuzz/corpus/$name"
+  budget=(-max_total_time="$seconds")
+  [ "$ci" = 1 ] && budget+=(-seed=1 -runs="$(ci_runs "$name")")
   dict=(); [ -f "tools/fuzz/$name.dict" ] && dict=(-dict="tools/fuzz/$name.dict")
   echo "== fuzz_$name: ${seconds}s on tools/fuzz/corpus/$name" >&2
   log="$out/fuzz_$name.log"
   max_len=4096
   [ "$name" = tokenizer ] && max_len=16384  # a small vocab file is ~5 KB
   [ "$name" = jinja ] && max_len=32768      # the Inkling template alone is 22 KB
-  if "$out/fuzz_$name" -max_total_time="$seconds" -max_len="$max_len" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
-       -artifact_prefix="$out/$name-" "${dict[@]}" "$out/work/$name" "tools/fuzz/corpus/$name" >"$log" 2>&1; then
+  if "$out/fuzz_$name" "${budget[@]}" -max_len="$max_len" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
+       -artifact_prefix="$out/$name-" "${dict[@]}" "$work" "tools/fuzz/corpus/$name" >"$log" 2>&1; then
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
-    echo "fuzz_$name: ok, $runs executions in ${seconds}s" >&2
+    secs=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | grep -o '[0-9]* second' | grep -o '[0-9]*' || echo "?")
+    echo "fuzz_$name: ok, $runs executions in ${secs}s" >&2
   else
     echo "fuzz_$name: FAILED (log: $log)" >&2
     tail -40 "$log" >&2
