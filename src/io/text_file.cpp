@@ -25,11 +25,12 @@ std::string mib(size_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 
 }  // namespace
 
-std::string read_text_file(const std::filesystem::path& path, size_t max_bytes, std::string_view what) {
+std::string read_text_file(const std::filesystem::path& path, size_t max_bytes, std::string_view what_given) {
   const std::string name = path.string();
+  const std::string what = what_given.empty() ? "a " + path.filename().string() : std::string(what_given);
   // O_NONBLOCK: opening a FIFO must not wait for a writer before fstat can refuse it.
   int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw Error(name + ": cannot open " + std::string(what) + " (" + std::strerror(errno) + ")");
+  if (fd < 0) throw Error(name + ": cannot open " + what + " (" + std::strerror(errno) + ")");
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
@@ -37,10 +38,10 @@ std::string read_text_file(const std::filesystem::path& path, size_t max_bytes, 
   struct stat st{};
   if (::fstat(fd, &st) != 0) throw Error(name + ": cannot stat (" + std::strerror(errno) + ")");
   if (!S_ISREG(st.st_mode))
-    throw Error(name + ": is " + kind_of(st.st_mode) + ", not a regular file (expected " + std::string(what) + ")");
+    throw Error(name + ": is " + kind_of(st.st_mode) + ", not a regular file (expected " + what + ")");
   if (static_cast<uint64_t>(st.st_size) > max_bytes)
     throw Error(name + ": is " + std::to_string(st.st_size) + " bytes, over the limit of " + mib(max_bytes) + " for " +
-                std::string(what));
+                what);
   std::string text(static_cast<size_t>(st.st_size), '\0');
   size_t done = 0;
   while (done < text.size()) {

@@ -17,7 +17,8 @@ inline constexpr size_t kMaxTemplateFileBytes = size_t{16} << 20;   // chat_temp
 inline constexpr size_t kMaxInputFileBytes = size_t{256} << 20;     // files named by the user
 
 // The whole file; throws Error "<path>: ..." when it cannot be opened, is not a regular file (after
-// following symlinks), or is larger than `max_bytes` (named as `what`, e.g. "a config.json").
-std::string read_text_file(const std::filesystem::path& path, size_t max_bytes, std::string_view what);
+// following symlinks), or is larger than `max_bytes` (named as `what`, e.g. "a messages file";
+// empty: "a " and the file's own name, e.g. "a config.json").
+std::string read_text_file(const std::filesystem::path& path, size_t max_bytes, std::string_view what = {});
 
 }  // namespace inkling

@@ -324,7 +324,7 @@ static ModelConfig parse_model_config_fields(const json& config, const json* hf_
 }
 
 json read_json_file(const std::filesystem::path& path) {
-  const std::string text = read_text_file(path, kMaxConfigFileBytes, "a " + path.filename().string());
+  const std::string text = read_text_file(path, kMaxConfigFileBytes);
   try {
     return json::parse(text);
   } catch (const json::exception& error) {

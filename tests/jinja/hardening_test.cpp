@@ -95,19 +95,21 @@ TEST(JinjaHardening, LongOperatorChainIsAnErrorNotAStackOverflow) {
   EXPECT_EQ(render("{{ 1" + repeat(" + 1", 500) + " }}"), "501");
 }
 
+// Unbounded macro recursion with 50 parentheses per level: a level guard alone let this overflow
+// a Release build's stack.
+std::string wide_macro_recursion() {
+  return "{% macro f(n) %}{{ 1 ~ " + repeat("(1 ~ ", 50) + "f(n + 1)" + repeat(")", 50) + " }}{% endmacro %}{{ f(0) }}";
+}
+
 TEST(JinjaHardening, MacroRecursionWithWideFramesStopsOnTheStack) {
-  // 50 parentheses per level: a level guard alone let this overflow a Release build's stack.
-  std::string src = "{% macro f(n) %}{{ 1 ~ " + repeat("(1 ~ ", 50) + "f(n + 1)" + repeat(")", 50) +
-                    " }}{% endmacro %}{{ f(0) }}";
-  std::string e = error_of(src);
+  std::string e = error_of(wide_macro_recursion());
   EXPECT_TRUE(e.find("too deeply for the stack") != std::string::npos ||
               e.find("maximum recursion depth exceeded in macro 'f'") != std::string::npos)
       << e;
 }
 
 TEST(JinjaHardening, GuardsHoldOnASmallThreadStack) {
-  std::string macro = "{% macro f(n) %}{{ 1 ~ " + repeat("(1 ~ ", 50) + "f(n + 1)" + repeat(")", 50) +
-                      " }}{% endmacro %}{{ f(0) }}";
+  std::string macro = wide_macro_recursion();
   std::string parens = "{{ " + repeat("(", 6000) + "1" + repeat(")", 6000) + " }}";
   std::string macro_error, parens_error, ok;
   on_small_stack(512 << 10, [&] {

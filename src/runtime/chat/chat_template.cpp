@@ -15,10 +15,6 @@ namespace inkling {
 
 namespace {
 
-std::string read_file(const std::string& path, size_t max_bytes) {
-  return read_text_file(path, max_bytes, "a " + std::filesystem::path(path).filename().string());
-}
-
 // tokenizer_config.json's chat_template: a string, or [{name, template}] with "default" chosen.
 std::string template_from_config(const nlohmann::json& value, const std::string& path) {
   if (value.is_string()) return value.get<std::string>();
@@ -82,12 +78,12 @@ ChatTemplate ChatTemplate::from_source(std::string_view source, std::string orig
 }
 
 ChatTemplate ChatTemplate::from_dir(const std::string& dir, const std::string& override_path) {
-  if (!override_path.empty()) return from_source(read_file(override_path, kMaxTemplateFileBytes), override_path);
+  if (!override_path.empty()) return from_source(read_text_file(override_path, kMaxTemplateFileBytes), override_path);
   std::string config_path = dir + "/tokenizer_config.json";
   if (std::filesystem::exists(config_path)) {
     nlohmann::json config;
     try {
-      config = nlohmann::json::parse(read_file(config_path, kMaxTokenizerFileBytes));
+      config = nlohmann::json::parse(read_text_file(config_path, kMaxTokenizerFileBytes));
     } catch (const nlohmann::json::exception& e) {
       throw Error(config_path + ": invalid JSON: " + e.what());
     }
@@ -99,7 +95,7 @@ ChatTemplate ChatTemplate::from_dir(const std::string& dir, const std::string& o
     }
   }
   std::string jinja_path = dir + "/chat_template.jinja";
-  if (std::filesystem::exists(jinja_path)) return from_source(read_file(jinja_path, kMaxTemplateFileBytes), jinja_path);
+  if (std::filesystem::exists(jinja_path)) return from_source(read_text_file(jinja_path, kMaxTemplateFileBytes), jinja_path);
   return from_source(builtin_chat_template(), "builtin");
 }
 

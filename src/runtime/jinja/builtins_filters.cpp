@@ -79,7 +79,7 @@ Value float_to_int(double f, const Value& fallback) {
   if (std::isnan(f)) return fallback;
   if (std::isinf(f)) throw Error("OverflowError: cannot convert float infinity to integer");
   double t = std::trunc(f);
-  if (!(t >= -9223372036854775808.0 && t < 9223372036854775808.0))
+  if (!truncated_fits_int64(t))
     throw Error("int: " + format_float(f) + " does not fit in 64 bits");
   return Value::integer(static_cast<int64_t>(t));
 }

@@ -432,8 +432,7 @@ Value percent_format(const std::string& fmt, const Value& args) {
         if (v.is_float()) {
           double t = std::trunc(v.as_double());
           if (std::isnan(t)) throw Error("cannot convert float NaN to integer");
-          // 2^63 is exact in a double; anything at or beyond it has no 64-bit integer.
-          if (!(t >= -9223372036854775808.0 && t < 9223372036854775808.0))
+          if (!truncated_fits_int64(t))
             throw Error(std::string("%") + conv + " format: " + format_float(v.as_double()) + " does not fit in 64 bits");
           i = static_cast<long long>(t);
         }

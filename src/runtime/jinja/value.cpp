@@ -17,11 +17,7 @@ std::string format_bytes(uint64_t bytes) {
   return std::to_string(bytes) + " bytes";
 }
 
-void check_value_bytes(uint64_t bytes, const char* what) {
-  if (bytes > kMaxValueBytes)
-    throw Error(std::string(what) + " would build a value of " + std::to_string(bytes) +
-                " bytes, over the limit of " + format_bytes(kMaxValueBytes) + " for one string or list");
-}
+void check_value_bytes(uint64_t bytes, const char* what) { check_value_bytes(bytes, 1, what); }
 
 void check_value_bytes(uint64_t count, uint64_t unit, const char* what) {
   unsigned __int128 bytes = static_cast<unsigned __int128>(count) * unit;

@@ -118,6 +118,9 @@ class Value {
 bool values_equal(const Value& a, const Value& b);
 // Python <; throws inkling::Error on unorderable types.
 bool value_less(const Value& a, const Value& b);
+// Whether a float with no fraction (std::trunc'd) has a 64-bit integer: 2^63 is exact as a
+// double, so the test runs before any cast. False for NaN and infinities.
+inline bool truncated_fits_int64(double t) { return t >= -9223372036854775808.0 && t < 9223372036854775808.0; }
 // Python float repr (shortest round trip, 1e-05, 1e+16, 1.0).
 std::string format_float(double f);
 // Number of Unicode code points in UTF-8 text.

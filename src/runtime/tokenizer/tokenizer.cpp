@@ -20,9 +20,7 @@ namespace {
 using Json = nlohmann::json;
 using tok_detail::AddedToken;
 
-std::string read_file(const std::string& path) {
-  return read_text_file(path, kMaxTokenizerFileBytes, "a " + std::filesystem::path(path).filename().string());
-}
+std::string read_file(const std::string& path) { return read_text_file(path, kMaxTokenizerFileBytes); }
 
 // Every nlohmann exception, not only parse errors: a number like 1e999 is out_of_range.
 Json parse_json(std::string_view text, const char* what) {
