@@ -58,6 +58,7 @@ TEST(CliUsage, VersionHelpAndUnknownCommands) {
 
 TEST(CliUsage, TokenizeDashTextIsAnErrorNotHelp) {
   expect_clean_error(run_inkling({"tokenize", "-m", tiny().string(), "-hello"}), {"-hello", "--"});
+  expect_clean_error(run_inkling({"-hello"}), {"-hello", "generate"});
   ProcessResult after_dashes = run_inkling({"tokenize", "-m", tiny().string(), "--", "-hello"});
   EXPECT_EQ(after_dashes.exit_code, 0) << after_dashes.describe();
   EXPECT_FALSE(after_dashes.out.empty());
@@ -204,6 +205,35 @@ TEST(CliUsage, RenderOfAMissingDirectoryFails) {
   write_file(messages, R"([{"role": "user", "content": "hi"}])");
   expect_clean_error(run_inkling({"render", "-m", (scratch_root() / "nonexistent").string(), "--messages", messages.string()}),
                      {"nonexistent"});
+}
+
+// A template inside tokenizer_config.json counts its own lines: the error must not read as a line
+// of the JSON file, and a .jinja file keeps the compiler-style FILE:LINE.
+TEST(CliUsage, TemplateErrorsNameTheTemplateLine) {
+  fs::path dir = clone_checkpoint(tiny(), "template_error_line");
+  nlohmann::json config = read_json(dir / "tokenizer_config.json");
+  config["chat_template"] = "a\n{% for m in messages %}\n{{ m.content | nosuchfilter }}\n{% endfor %}";
+  write_json(dir / "tokenizer_config.json", config);
+  fs::path messages = dir / "m.json";
+  write_file(messages, R"([{"role": "user", "content": "hi"}])");
+  ProcessResult embedded = run_inkling({"render", "-m", dir.string(), "--messages", messages.string()});
+  expect_clean_error(embedded, {"tokenizer_config.json[\"chat_template\"] line 3:", "nosuchfilter"});
+  EXPECT_FALSE(contains(embedded.err, "tokenizer_config.json:")) << embedded.describe();
+
+  fs::path template_file = dir / "broken.jinja";
+  write_file(template_file, "a\n\n{{ messages | nosuchfilter }}\n");
+  expect_clean_error(run_inkling({"render", "-m", dir.string(), "--messages", messages.string(), "--chat-template",
+                                  template_file.string()}),
+                     {"broken.jinja:3:", "nosuchfilter"});
+}
+
+// The offset of a bad byte is counted in what the user typed, not in the rendered prompt.
+TEST(CliUsage, InvalidUtf8IsNamedInTheUsersText) {
+  expect_clean_error(run_inkling({"generate", "-m", tiny().string(), "--chat", "-p", "abc\xff", "-n", "1"}),
+                     {"--prompt", "UTF-8", "byte offset 3"});
+  expect_clean_error(run_inkling({"generate", "-m", tiny().string(), "--chat", "--system", "\xc3", "-p", "x", "-n", "1"}),
+                     {"--system", "UTF-8", "byte offset 0"});
+  expect_clean_error(run_inkling({"tokenize", "-m", tiny().string(), "ok\xe2\x82"}), {"text", "UTF-8", "byte offset 2"});
 }
 
 TEST(CliUsage, InspectNamesLayoutsAsTheCliDoesWithoutFloatNoise) {
@@ -393,6 +423,19 @@ TEST(CliUsage, ChatDropsTheOldestTurnsWhenTheContextIsFull) {
   EXPECT_TRUE(contains(r.err, "context full: dropped the oldest")) << r.describe();
   EXPECT_TRUE(contains(r.err, "/reset")) << r.describe();
   EXPECT_EQ(r.error_lines().size(), 0u) << r.describe();
+}
+
+// A message that is not UTF-8 is refused by itself (its own byte offset) and the next one works.
+TEST(CliUsage, ChatRefusesAMessageThatIsNotUtf8AndGoesOn) {
+  fs::path in = fresh_dir("chat_utf8") / "in.txt";
+  write_file(in, "bad \xff byte\nfine\n/quit\n");
+  ProcessResult r = run_process({"/bin/sh", "-c",
+                                 std::string("exec '") + INKLING_BINARY + "' chat -m '" + tiny().string() +
+                                     "' -n 2 --reasoning-effort none < '" + in.string() + "'"});
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+  ASSERT_EQ(r.error_lines().size(), 1u) << r.describe();
+  EXPECT_TRUE(contains(r.error_lines()[0], "this message is not valid UTF-8 (byte offset 4)")) << r.describe();
+  EXPECT_FALSE(r.out.empty()) << r.describe();  // the answer to "fine"
 }
 
 }  // namespace

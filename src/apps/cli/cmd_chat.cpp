@@ -154,6 +154,7 @@ Runner add_chat(CLI::App& app) {
     if (args->n <= 0) throw Error("-n must be positive, got " + std::to_string(args->n));
     ChatRenderOptions render;
     if (!args->effort.empty()) render.reasoning_effort = parse_reasoning_effort(args->effort);
+    require_utf8(args->system, "--system");
     std::string model_dir = model_or_demo(args->model);
     if (!std::filesystem::exists(model_dir + "/tokenizer.json")) throw Error(model_dir + " has no tokenizer.json");
     Tokenizer tokenizer = Tokenizer::from_dir(model_dir);
@@ -222,6 +223,12 @@ Runner add_chat(CLI::App& app) {
         std::fprintf(stderr, "unknown command %s; commands: /reset, /effort X, /help, /quit\n", line.c_str());
         continue;
       }
+      try {
+        require_utf8(line, "this message");
+      } catch (const Error& e) {
+        std::fprintf(stderr, "error: %s\n", e.what());
+        continue;
+      }
       history.push_back({{"role", "user"}, {"content", line}});
       try {
         std::vector<int32_t> ids;
@@ -274,6 +281,7 @@ Runner add_tokenize(CLI::App& app) {
   app.add_flag("--no-special", args->no_special, "treat special-token strings as plain text");
   app.footer("Prints the ids comma-separated, the form generate --prompt-ids takes.\n");
   return [args] {
+    require_utf8(args->text, "the text");
     Tokenizer tokenizer = Tokenizer::from_dir(args->model);
     std::vector<int32_t> ids = tokenizer.encode(args->text, !args->no_special);
     std::string line;

@@ -112,6 +112,8 @@ Runner add_generate(CLI::App& app) {
     if (args->chat && !args->prompt_ids.empty()) throw Error("--chat takes a text prompt (-p), not --prompt-ids");
     if (args->prompt.empty() && args->prompt_ids.empty())
       throw Error("give a prompt with -p TEXT or --prompt-ids 1,2,3");
+    require_utf8(args->prompt, "--prompt");
+    require_utf8(args->system, "--system");
     std::vector<int32_t> prompt;
     if (!args->prompt_ids.empty()) prompt = parse_ids(args->prompt_ids);
     if (!args->logits_out.empty()) check_writable(args->logits_out, "--logits-out");

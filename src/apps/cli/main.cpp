@@ -85,6 +85,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: unknown command \"%s\"; commands: %s\n", argv[2], command_list().c_str());
     return 2;
   }
+  if (first.size() > 2 && first[0] == '-' && first[1] == 'h') {  // "-hello" before any command
+    std::fprintf(stderr, "error: unknown option \"%s\"; a command comes first: %s (inkling --help)\n", first.c_str(),
+                 command_list().c_str());
+    return 2;
+  }
   if (first[0] != '-') {
     bool known = false;
     for (const Subcommand& s : subcommands()) known = known || first == s.name;

@@ -88,7 +88,8 @@ ChatTemplate ChatTemplate::from_dir(const std::string& dir, const std::string& o
       throw Error(config_path + ": invalid JSON: " + e.what());
     }
     if (config.is_object() && config.contains("chat_template") && !config["chat_template"].is_null()) {
-      ChatTemplate t = from_source(template_from_config(config["chat_template"], config_path), config_path);
+      ChatTemplate t = from_source(template_from_config(config["chat_template"], config_path),
+                                   config_path + "[\"chat_template\"]");
       t.set_special_tokens(token_string(config, "bos_token", ""),
                            token_string(config, "eos_token", "<|content_model_end_sampling|>"));
       return t;

@@ -58,7 +58,7 @@ class Lexer {
 
  private:
   [[noreturn]] void fail(const std::string& msg, int line) const {
-    throw Error(name_ + ":" + std::to_string(line) + ": template syntax error: " + msg);
+    throw Error(source_location(name_, line) + ": template syntax error: " + msg);
   }
 
   int count_newlines(size_t from, size_t to) const {
@@ -335,6 +335,11 @@ std::string normalize_newlines(std::string_view source) {
 }
 
 }  // namespace
+
+std::string source_location(const std::string& name, int line) {
+  bool embedded = !name.empty() && name.back() == ']';
+  return name + (embedded ? " line " : ":") + std::to_string(line);
+}
 
 std::vector<Token> tokenize(std::string_view source, const std::string& name, const LexOptions& options) {
   return Lexer(normalize_newlines(source), name, options).run();

@@ -21,6 +21,11 @@ struct LexOptions {
   bool lstrip_blocks = true;
 };
 
+// Where a template error is: "FILE:LINE" for a template file; a template that is a value inside a
+// JSON file is named FILE["key"] and reads "FILE["key"] line LINE", since LINE counts the
+// template's own lines, not the file's.
+std::string source_location(const std::string& name, int line);
+
 // Throws inkling::Error naming `name` and the line on malformed input.
 std::vector<Token> tokenize(std::string_view source, const std::string& name, const LexOptions& options = {});
 

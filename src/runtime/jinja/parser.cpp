@@ -40,7 +40,7 @@ class Parser {
     return true;
   }
   [[noreturn]] void fail(const std::string& msg, int line = -1) const {
-    throw Error(name_ + ":" + std::to_string(line < 0 ? cur().line : line) + ": template syntax error: " + msg);
+    throw Error(source_location(name_, line < 0 ? cur().line : line) + ": template syntax error: " + msg);
   }
   std::string describe(const Token& t) const {
     switch (t.type) {

@@ -1,5 +1,6 @@
 #include "runtime/jinja/template.h"
 
+#include "runtime/jinja/lexer.h"
 #include "runtime/jinja/objects.h"
 #include "runtime/jinja/parser.h"
 #include "tensor/error.h"
@@ -36,11 +37,11 @@ std::string Template::render(const nlohmann::ordered_json& context) const {
   try {
     return renderer.render(*body_, root);
   } catch (const Error& e) {
-    throw Error(name_ + ":" + std::to_string(renderer.line()) + ": " + e.what());
+    throw Error(source_location(name_, renderer.line()) + ": " + e.what());
   } catch (const std::bad_alloc&) {
-    throw Error(name_ + ":" + std::to_string(renderer.line()) + ": out of memory while rendering");
+    throw Error(source_location(name_, renderer.line()) + ": out of memory while rendering");
   } catch (const std::length_error& e) {
-    throw Error(name_ + ":" + std::to_string(renderer.line()) + ": a string or list grew too large (" + e.what() + ")");
+    throw Error(source_location(name_, renderer.line()) + ": a string or list grew too large (" + e.what() + ")");
   }
 }
 

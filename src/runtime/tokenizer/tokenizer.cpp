@@ -243,6 +243,11 @@ Tokenizer Tokenizer::from_dir(const std::string& dir) {
   return from_json(read_file((base / "tokenizer.json").string()), config);
 }
 
+void require_utf8(std::string_view text, const std::string& what) {
+  const size_t bad = tok_detail::first_invalid_utf8(text);
+  if (bad != text.size()) throw Error(what + " is not valid UTF-8 (byte offset " + std::to_string(bad) + ")");
+}
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {
   const size_t bad = tok_detail::first_invalid_utf8(text);
   if (bad != text.size())

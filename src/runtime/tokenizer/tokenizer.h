@@ -13,6 +13,11 @@
 
 namespace inkling {
 
+// Throws an Error when `text` is not valid UTF-8, naming `what` ("--prompt", "your message") and
+// the byte offset in `text` itself: checked before a template embeds the text, where the
+// tokenizer could only give an offset into the rendered prompt.
+void require_utf8(std::string_view text, const std::string& what);
+
 class Tokenizer {
  public:
   // Loads tokenizer.json; throws inkling::Error naming the problem.
