@@ -7,8 +7,10 @@ vanish mid-stream, while the server's memory, descriptors and threads are sample
 Starts its own server on a tiny synthetic checkpoint (written to a temporary directory) unless
 --model is given. Passes when every request completes with a finish reason, no inter-token gap
 exceeds --max-stall seconds, all slots are free after the cut-off clients, and descriptors and
-threads return to their level before the load; prints the RSS curve so a plateau can be judged
-(the verdict on RSS: the last quarter grows less than --rss-slack MiB over the second quarter).
+threads return to their level before the load; prints the RSS curve so a plateau can be judged.
+The prompt cache is meant to fill up to --cache-ram (every request leaves snapshots), so the
+verdict is on the RSS less the cache's bytes (from /metrics): in the last quarter it grows less
+than --rss-slack MiB over the second quarter.
 """
 import argparse
 import json
@@ -84,6 +86,12 @@ def stream_once(port, max_tokens, seed, cut_after=None):
     return finish, tokens, max_gap
 
 
+def prompt_cache_mib(port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
+        m = re.search(r"^inkling_prompt_cache_bytes (\S+)$", r.read().decode(), re.M)
+    return float(m.group(1)) / 1048576.0 if m else 0.0
+
+
 def get_json(port, path):
     with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as r:
         return json.loads(r.read())
@@ -125,11 +133,14 @@ def run(binary, model, minutes, clients, ctx, max_stall, rss_slack, sample_every
         while any(t.is_alive() for t in threads):
             time.sleep(sample_every)
             rss, fds, nthreads = proc_figures(proc.pid)
+            cache = prompt_cache_mib(port)
             with lock:
                 done = len(results)
-            curve.append({"t": round(time.time() - started, 1), "rss_mib": round(rss, 1), "fds": fds,
-                          "threads": nthreads, "requests": done})
-            log(f"  t={curve[-1]['t']:7.1f}s  RSS {rss:8.1f} MiB  fds {fds:4d}  threads {nthreads:4d}  requests {done}")
+            curve.append({"t": round(time.time() - started, 1), "rss_mib": round(rss, 1),
+                          "prompt_cache_mib": round(cache, 1), "rss_less_cache_mib": round(rss - cache, 1),
+                          "fds": fds, "threads": nthreads, "requests": done})
+            log(f"  t={curve[-1]['t']:7.1f}s  RSS {rss:8.1f} MiB (prompt cache {cache:6.1f})  fds {fds:4d}  "
+                f"threads {nthreads:4d}  requests {done}")
         for t in threads:
             t.join()
 
@@ -167,15 +178,16 @@ def run(binary, model, minutes, clients, ctx, max_stall, rss_slack, sample_every
             proc.kill()
 
     quarter = max(1, len(curve) // 4)
-    second_quarter = statistics.median(p["rss_mib"] for p in curve[quarter:2 * quarter] or curve)
-    last_quarter = statistics.median(p["rss_mib"] for p in curve[-quarter:])
+    second_quarter = statistics.median(p["rss_less_cache_mib"] for p in curve[quarter:2 * quarter] or curve)
+    last_quarter = statistics.median(p["rss_less_cache_mib"] for p in curve[-quarter:])
     report = {
         "minutes": minutes, "clients": clients, "requests": len(results), "errors": errors[:20],
         "error_count": len(errors), "max_inter_token_gap_s": round(max(gaps), 3) if gaps else None,
         "p99_inter_token_gap_s": round(sorted(gaps)[int(0.99 * (len(gaps) - 1))], 3) if gaps else None,
         "cut_off_clients": 100, "cut_off_errors": cut_errors[:5], "busy_slots_after_cut_offs": len(busy or []),
-        "rss_mib": {"start": round(base_rss, 1), "second_quarter_median": second_quarter,
-                    "last_quarter_median": last_quarter, "end": round(end_rss, 1)},
+        "rss_mib": {"start": round(base_rss, 1), "end": round(end_rss, 1)},
+        "rss_less_prompt_cache_mib": {"second_quarter_median": second_quarter, "last_quarter_median": last_quarter},
+        "prompt_cache_mib_at_end": curve[-1]["prompt_cache_mib"] if curve else None,
         "fds": {"start": base_fds, "end": end_fds}, "threads": {"start": base_threads, "end": end_threads},
         "health_after": health, "curve": curve,
     }
@@ -191,7 +203,7 @@ def run(binary, model, minutes, clients, ctx, max_stall, rss_slack, sample_every
     if end_threads > base_threads:
         failures.append(f"threads grew from {base_threads} to {end_threads}")
     if last_quarter - second_quarter > rss_slack:
-        failures.append(f"RSS still growing: {second_quarter:.1f} -> {last_quarter:.1f} MiB")
+        failures.append(f"RSS less the prompt cache still growing: {second_quarter:.1f} -> {last_quarter:.1f} MiB")
     if health != {"status": "ok"}:
         failures.append(f"/health after the load: {health}")
     report["failures"] = failures

@@ -14,7 +14,13 @@
 
 namespace inkling {
 
+// Sanitizer builds get three times the room, since their frames are about that much larger: the
+// same templates then meet the same counted limits (macro depth, recursive loops) in every build.
+#if defined(INKLING_SANITIZED)
+inline constexpr size_t kStackScopeBytes = size_t{6} << 20;
+#else
 inline constexpr size_t kStackScopeBytes = size_t{2} << 20;
+#endif
 inline constexpr size_t kStackReserveBytes = size_t{256} << 10;
 
 namespace stack_detail {

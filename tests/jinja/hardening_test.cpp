@@ -117,7 +117,9 @@ TEST(JinjaHardening, GuardsHoldOnASmallThreadStack) {
     parens_error = error_of(parens);
     ok = error_of("{{ " + repeat("(", 20) + "7" + repeat(")", 20) + " }}");
   });
-  EXPECT_TRUE(macro_error.find("too deeply for the stack") != std::string::npos ||
+  // On this small stack a sanitizer build's larger frames may stop the macro already in the
+  // parser ("nests blocks or expressions too deeply"); any of the three is a clean error.
+  EXPECT_TRUE(macro_error.find("too deeply") != std::string::npos ||
               macro_error.find("maximum recursion depth") != std::string::npos)
       << macro_error;
   EXPECT_ERROR_HAS(parens_error, "too deeply");
@@ -147,10 +149,11 @@ TEST(JinjaHardening, LongNamespaceChainIsFreedAndPrintingItIsAnError) {
 TEST(JinjaHardening, ValuesNestAtMost512Deep) {
   std::string src = "{% set h = namespace(x=[]) %}{% for i in range(1000) %}{% set h.x = [h.x] %}{% endfor %}done";
   EXPECT_ERROR_HAS(error_of(src), "lists and dicts nested deeper than 512 levels");
-  std::string deep = repeat("[", 30000) + repeat("]", 30000);
-  json messages = json::parse(deep);
-  EXPECT_ERROR_HAS(error_of("{{ messages }}", {{"messages", messages}}),
-                   "t: render context: JSON nested deeper than 512 levels");
+  // The context is built by moving the parsed document in: nlohmann's copy recurses, and a copy
+  // 30,000 deep overflows a sanitizer build's stack in the test itself.
+  json context = json::object();
+  context["messages"] = json::parse(repeat("[", 30000) + repeat("]", 30000));
+  EXPECT_ERROR_HAS(error_of("{{ messages }}", context), "t: render context: JSON nested deeper than 512 levels");
 }
 
 TEST(JinjaHardening, IntegerDivisionOfTheMinimumByMinusOne) {

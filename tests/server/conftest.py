@@ -17,6 +17,11 @@ import requests
 
 ROOT = Path(__file__).resolve().parents[2]
 BINARY = Path(os.environ.get("INKLING_BINARY", ROOT / "build" / "inkling"))
+# scripts/test_sanitizers.sh runs this suite against a sanitizer build, several times slower:
+# bounds on how soon something happens are multiplied by TIME_SCALE, and SANITIZED turns off the
+# RSS verdict (ASan's quarantine holds freed memory back on purpose).
+TIME_SCALE = float(os.environ.get("INKLING_TEST_TIME_SCALE", "1"))
+SANITIZED = os.environ.get("INKLING_TEST_SANITIZED") == "1"
 
 # A full assistant turn in the Inkling wire format: reasoning, text, two tool calls.
 REASONING_TEXT_TWO_CALLS = (

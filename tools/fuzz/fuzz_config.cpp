@@ -11,15 +11,11 @@
 
 #include "model/config.h"
 #include "tensor/error.h"
+#include "fuzz_util.h"
 
 namespace {
 
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "invariant broken: %s\n", what);
-    std::abort();
-  }
-}
+using inkling::fuzz::check;
 
 bool parse(const std::string& text, nlohmann::json& out) {
   out = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);

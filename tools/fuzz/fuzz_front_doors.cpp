@@ -14,8 +14,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -25,39 +23,22 @@
 #include "runtime/serve/tool_forcer.h"
 #include "runtime/serve/turn_output.h"
 #include "tensor/error.h"
+#include "fuzz_util.h"
 
 namespace {
 
+using inkling::fuzz::check;
+
 using namespace inkling;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-const Tokenizer& tokenizer() {
-  static const Tokenizer t = Tokenizer::from_file(std::string(INKLING_SOURCE_DIR) + "/data/tokenizer.json");
-  return t;
-}
-
 const ChatTemplate& chat_template() {
-  static const ChatTemplate t = ChatTemplate::from_source(
-      read_file(std::string(INKLING_SOURCE_DIR) + "/data/inkling_chat_template.jinja"), "inkling_chat_template.jinja");
+  static const ChatTemplate t = ChatTemplate::from_source(fuzz::inkling_template_source(), "inkling_chat_template.jinja");
   return t;
-}
-
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "invariant broken: %s\n", what);
-    std::abort();
-  }
 }
 
 void run_body(int door, const std::string& text) {
   server::DoorContext context;
-  context.tokenizer = &tokenizer();
+  context.tokenizer = &fuzz::inkling_tokenizer();
   context.model_name = "fuzz";
   context.context = 4096;
   context.allow_scripts = true;
@@ -69,7 +50,7 @@ void run_body(int door, const std::string& text) {
                          : door == 1 ? server::prepare_completion(body, context)
                          : door == 2 ? server::prepare_message(body, context)
                                      : server::prepare_response(body, context);
-    std::vector<int32_t> ids = serve::encode_prompt(p.request, tokenizer(), chat_template());
+    std::vector<int32_t> ids = serve::encode_prompt(p.request, fuzz::inkling_tokenizer(), chat_template());
     (void)ids;
     // The Responses door stores each answer (here an empty turn) for previous_response_id; ids
     // are random, so fuzzed bodies reach only the unknown-id path of the lookup.
@@ -87,9 +68,9 @@ void run_ids(const uint8_t* data, size_t size) {
   // Logprobs scan all 200k logits per token: on one input in four, or they take most of the run.
   r.top_logprobs = size % 4 == 0 ? 2 : -1;
   r.tool_choice = size % 2 ? serve::ToolChoice::Required : serve::ToolChoice::Auto;
-  serve::TurnOutput output(tokenizer(), r, "f");
-  serve::ToolCallForcer forcer(tokenizer(), r);
-  std::vector<float> logits(size_t(tokenizer().vocab_size()), 0.0f);
+  serve::TurnOutput output(fuzz::inkling_tokenizer(), r, "f");
+  serve::ToolCallForcer forcer(fuzz::inkling_tokenizer(), r);
+  std::vector<float> logits(size_t(fuzz::inkling_tokenizer().vocab_size()), 0.0f);
   std::vector<serve::Event> events;
   for (size_t i = 0; i + 1 < size; i += 2) {
     // Ids spread over the specials (199998..200057) and ordinary tokens alike.
@@ -139,7 +120,7 @@ void write_seeds(const char* dir) {
                              "{\"name\":\"get_weather\",\"args\":{\"a\":[1,{\"b\":\"c\"}]}}<|end_message|><|content_model_end_sampling|>";
   std::ofstream out(std::string(dir) + "/seed_ids", std::ios::binary);
   out.put(char(4));
-  for (int32_t id : tokenizer().encode(script, true)) {
+  for (int32_t id : fuzz::inkling_tokenizer().encode(script, true)) {
     // Inverse of run_ids' mapping where it exists.
     const uint16_t raw = id >= 199998 ? uint16_t(id - 199998) : uint16_t(id % 3 == 0 && id / 3 >= 4096 ? id / 3 : 4096);
     out.put(char(raw & 0xff));

@@ -5,24 +5,19 @@
 // milliseconds; the real Inkling template also renders the fuzzed context when it is a valid
 // messages list or not (errors only).
 #include <cstdint>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "runtime/jinja/template.h"
 #include "tensor/error.h"
+#include "fuzz_util.h"
 
 namespace {
 
 using inkling::jinja::Template;
 
 const Template& inkling_template() {
-  static const Template t = [] {
-    std::ifstream in(std::string(INKLING_SOURCE_DIR) + "/data/inkling_chat_template.jinja");
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    return Template::parse(buffer.str(), "inkling_chat_template.jinja");
-  }();
+  static const Template t =
+      Template::parse(inkling::fuzz::inkling_template_source(), "inkling_chat_template.jinja");
   return t;
 }
 

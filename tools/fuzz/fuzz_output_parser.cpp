@@ -13,23 +13,13 @@
 
 #include "runtime/chat/output_parser.h"
 #include "runtime/tokenizer/tokenizer.h"
+#include "fuzz_util.h"
 
 namespace {
 
+using inkling::fuzz::check;
+
 using inkling::ChatEvent;
-
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "invariant broken: %s\n", what);
-    std::abort();
-  }
-}
-
-const inkling::Tokenizer& tokenizer() {
-  static const inkling::Tokenizer t =
-      inkling::Tokenizer::from_file(std::string(INKLING_SOURCE_DIR) + "/data/tokenizer.json");
-  return t;
-}
 
 }  // namespace
 
@@ -37,7 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   inkling::OutputParserOptions options;
   options.stream_tool_calls = data[0] & 1;
-  inkling::OutputParser parser(tokenizer(), options);
+  inkling::OutputParser parser(inkling::fuzz::inkling_tokenizer(), options);
   std::string streamed;
   auto take = [&](const std::vector<ChatEvent>& events) {
     for (const ChatEvent& e : events) {

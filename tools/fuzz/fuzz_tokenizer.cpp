@@ -15,22 +15,13 @@
 
 #include "runtime/tokenizer/tokenizer.h"
 #include "tensor/error.h"
+#include "fuzz_util.h"
 
 namespace {
 
+using inkling::fuzz::check;
+
 using inkling::Tokenizer;
-
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "invariant broken: %s\n", what);
-    std::abort();
-  }
-}
-
-const Tokenizer& inkling_tokenizer() {
-  static const Tokenizer t = Tokenizer::from_file(std::string(INKLING_SOURCE_DIR) + "/data/tokenizer.json");
-  return t;
-}
 
 bool valid_utf8(const std::string& s) {
   for (size_t i = 0; i < s.size();) {
@@ -64,7 +55,7 @@ void load(const std::string& rest) {
 }
 
 void round_trip(const std::string& text) {
-  const Tokenizer& t = inkling_tokenizer();
+  const Tokenizer& t = inkling::fuzz::inkling_tokenizer();
   if (!valid_utf8(text)) {
     try {
       t.encode(text);
@@ -80,7 +71,7 @@ void round_trip(const std::string& text) {
 }
 
 void ids_to_text(const uint8_t* data, size_t size) {
-  const Tokenizer& t = inkling_tokenizer();
+  const Tokenizer& t = inkling::fuzz::inkling_tokenizer();
   std::vector<int32_t> ids;
   for (size_t i = 0; i + 1 < size; i += 2) ids.push_back(int32_t(data[i] | (data[i + 1] << 8)) * 4 % t.vocab_size());
   std::string whole;

@@ -51,7 +51,7 @@ sources_of() {
     safetensors) echo "src/io/safetensors.cpp src/tensor/dtype.cpp src/tensor/tensor_view.cpp" ;;
     config) echo "src/model/config.cpp src/io/text_file.cpp" ;;
     tokenizer) echo "$tok" ;;
-    jinja) echo "$jinja" ;;
+    jinja) echo "$jinja src/io/text_file.cpp" ;;
     output_parser) echo "src/runtime/chat/*.cpp $jinja $tok" ;;
     front_doors) echo "src/apps/server/front_door.cpp src/apps/server/http_util.cpp src/apps/server/openai_*.cpp
                        src/apps/server/anthropic_messages.cpp src/runtime/serve/prompt.cpp

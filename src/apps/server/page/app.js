@@ -480,6 +480,7 @@ async function send() {
   const controller = new AbortController();
   streaming = { controller, reply, view };
   setStreaming(true);
+  view.update();  // marked live before the first await, so no one sees a finished empty reply
   const clock = { start: performance.now(), first: null };
   try {
     const response = await fetch("/v1/chat/completions", {
