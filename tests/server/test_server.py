@@ -263,3 +263,31 @@ def test_a_type_field_of_the_wrong_kind_is_400_not_500(server):
     r = server.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
                                              "tools": [{"type": 1, "function": {"name": "f"}}]})
     assert r.status_code == 400
+
+
+def test_a_burst_of_connections_waits_in_the_backlog(checkpoint):
+    """While the server accepts nothing (stopped), the kernel must still complete the handshake of
+    a burst of clients: with httplib's default backlog of 5, the rest had their SYNs dropped and
+    waited out TCP's retransmission backoff (a 31 s stall seen in the 10-minute soak)."""
+    import signal
+    from conftest import Server
+    s = Server(checkpoint, "--parallel", "2", "--ctx", "256")
+    sockets = []
+    try:
+        s.proc.send_signal(signal.SIGSTOP)
+        connected = 0
+        for _ in range(64):
+            sock = socket.socket()
+            sock.settimeout(0.5)
+            try:
+                sock.connect(("127.0.0.1", s.port))
+                connected += 1
+            except OSError:
+                pass
+            sockets.append(sock)
+        assert connected == 64, f"only {connected} of 64 connections completed while the server was busy"
+    finally:
+        s.proc.send_signal(signal.SIGCONT)
+        for sock in sockets:
+            sock.close()
+        s.stop()

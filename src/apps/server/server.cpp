@@ -1,5 +1,9 @@
 #include "apps/server/server.h"
 
+// httplib's default backlog is 5 pending connections: with a few dozen clients reconnecting, the
+// kernel then drops SYNs and a client waits out TCP's retransmission backoff (1, 3, 7, 15, 31 s).
+// The kernel caps this at net.core.somaxconn.
+#define CPPHTTPLIB_LISTEN_BACKLOG 1024
 #include <httplib.h>
 
 #include <chrono>
