@@ -1,5 +1,5 @@
-// The tensor types of ggml (the element encodings GGUF files store): codes, block geometry and
-// names.
+// The tensor types of ggml (the element encodings GGUF files store): codes, block geometry,
+// names, and the scalar dequantization every kernel for them is checked against.
 //
 // A ggml row of n elements is n / block_elements blocks of block_bytes each, stored back to back;
 // a block is self-contained (its scales travel with its codes). The codes are those of ggml's
@@ -51,7 +51,7 @@ struct GgmlTypeInfo {
   std::string_view name;  // as ggml spells it: "Q4_K", "IQ2_XXS", ...
   int64_t block_elements = 0;
   int64_t block_bytes = 0;
-  // Whether the engine can dequantize it: the float and quantized weight types. The others
+  // Whether dequantize_ggml_row handles it: the float and quantized weight types. The others
   // (integer tensors, the activation-only Q8_1 / Q8_K, ternary and MXFP4 types) are known so a
   // file holding them parses, but no Inkling weight can use them.
   bool dequantizable = false;
@@ -66,5 +66,9 @@ inline std::string_view ggml_type_name(GgmlType type) { return ggml_type_info(ty
 // Bytes of a row of `elements` values; nullopt when `elements` is not a whole number of blocks
 // or the size does not fit 64 bits.
 std::optional<uint64_t> ggml_row_bytes(GgmlType type, int64_t elements);
+
+// Decodes `elements` values (a whole number of blocks) starting at `blocks` into out[elements],
+// bit for bit as ggml's reference dequantizers do. Precondition: ggml_type_info(type).dequantizable.
+void dequantize_ggml_row(GgmlType type, const uint8_t* blocks, float* out, int64_t elements);
 
 }  // namespace inkling

@@ -1,11 +1,12 @@
-// libFuzzer target for the GGUF reader.
+// libFuzzer target for the GGUF reader and the ggml dequantizers.
 //
 // Built and run by tools/fuzz/run.sh (seed corpus: tools/fuzz/corpus/gguf; `-seed_corpus=1 DIR`
 // writes its seeds into DIR).
 //
 // Every input must either parse into tensors whose views lie inside the image, in order, of the
 // size their type and dims give, or throw inkling::Error. Every typed read of every key must
-// return or throw inkling::Error.
+// return or throw inkling::Error, and dequantizing the first rows of every tensor of a
+// dequantizable type must stay inside the tensor's bytes (ASan checks) and inside the grids.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -93,6 +94,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       expected = (tensor.offset + tensor.nbytes + file.alignment() - 1) / file.alignment() * file.alignment();
       volatile uint8_t sink = 0;
       for (uint64_t i = 0; i < tensor.nbytes; ++i) sink = sink ^ tensor.data[i];  // ASan checks bounds
+      if (!inkling::ggml_type_info(tensor.type).dequantizable || tensor.row_length() == 0) continue;
+      // A few rows, each decoded into a buffer of exactly its length.
+      const uint64_t row_bytes = *inkling::ggml_row_bytes(tensor.type, tensor.row_length());
+      if (tensor.row_length() > (int64_t(1) << 16)) continue;  // keep runs fast; the decoders are per block
+      std::vector<float> row(size_t(tensor.row_length()));
+      for (int64_t r = 0; r < tensor.rows() && r < 4; ++r)
+        inkling::dequantize_ggml_row(tensor.type, tensor.data + uint64_t(r) * row_bytes, row.data(), tensor.row_length());
     }
   } catch (const inkling::Error&) {
   }
