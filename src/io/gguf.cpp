@@ -48,6 +48,8 @@ uint64_t scalar_bytes(GgufValueType type) {
 
 bool known_value_type(uint32_t code) { return code <= uint32_t(GgufValueType::F64); }
 
+constexpr uint64_t kReserveBound = 1 << 16;
+
 template <class T>
 T load(const uint8_t* at) {
   T value;
@@ -280,7 +282,8 @@ void GgufFile::parse() {
     throw Error(label_ + ": tensor count " + std::to_string(tensor_count) + " cannot fit in the " +
                 std::to_string(in.remaining()) + " bytes after the header");
 
-  keys_.reserve(size_t(kv_count));
+  // Reserved up to a bound: a count the file could hold may still be far beyond what it does.
+  keys_.reserve(size_t(std::min<uint64_t>(kv_count, kReserveBound)));
   for (uint64_t i = 0; i < kv_count; ++i) {
     const std::string where = "key " + std::to_string(i) + " of " + std::to_string(kv_count);
     const std::string_view key_view = in.string(where);
@@ -302,11 +305,14 @@ void GgufFile::parse() {
       value.element_type = GgufValueType(element_code);
       if (value.element_type == GgufValueType::Array) fail_key(key, "is an array of arrays, which is not supported");
       value.count = in.u64(quoted + " (its element count)");
+      if (value.count > kGgufMaxArrayElements)
+        fail_key(key, "claims " + std::to_string(value.count) + " elements (at most " +
+                          std::to_string(kGgufMaxArrayElements) + ")");
       if (value.element_type == GgufValueType::String) {
         if (value.count > in.remaining() / 8)
           fail_key(key, "claims " + std::to_string(value.count) + " strings but only " +
                             std::to_string(in.remaining()) + " bytes are left in the file");
-        value.strings.reserve(size_t(value.count));
+        value.strings.reserve(size_t(std::min<uint64_t>(value.count, kReserveBound)));
         for (uint64_t e = 0; e < value.count; ++e)
           value.strings.push_back(in.string(quoted + " element " + std::to_string(e)));
       } else {
@@ -340,7 +346,7 @@ void GgufFile::parse() {
       fail_key("general.alignment", std::to_string(alignment_) + " is not a power of two");
   }
 
-  tensors_.reserve(size_t(tensor_count));
+  tensors_.reserve(size_t(std::min<uint64_t>(tensor_count, kReserveBound)));
   for (uint64_t i = 0; i < tensor_count; ++i) {
     const std::string where = "tensor info " + std::to_string(i) + " of " + std::to_string(tensor_count);
     const std::string_view name_view = in.string(where + " (its name)");

@@ -8,7 +8,8 @@
 //
 // Reading checks as strictly as ggml's own reader, and more: every length, count and offset lies
 // inside the file (overflow-safe), value and tensor types are known codes, keys and tensor names
-// are unique and non-empty, booleans are 0 or 1, `general.alignment` is a power-of-two uint32,
+// are unique and non-empty, arrays hold at most 2^30 elements (as ggml's reader allows), booleans
+// are 0 or 1, `general.alignment` is a power-of-two uint32,
 // tensors have at most 4 dimensions whose row length is a whole number of blocks, and the tensors
 // sit in file order at the aligned offsets ggml's writer gives them (no gaps, no overlaps), their
 // bytes inside the file. Every violation throws inkling::Error naming the file and the key or
@@ -33,6 +34,7 @@ namespace inkling {
 constexpr uint32_t kGgufDefaultAlignment = 32;
 constexpr size_t kGgufMaxDims = 4;
 constexpr size_t kGgufMaxTensorName = 63;  // ggml's GGML_MAX_NAME less its terminating NUL
+constexpr uint64_t kGgufMaxArrayElements = uint64_t(1) << 30;  // ggml's GGUF_MAX_ARRAY_ELEMENTS
 
 enum class GgufValueType : uint32_t {
   U8 = 0,

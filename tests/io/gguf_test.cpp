@@ -236,9 +236,15 @@ TEST(GgufValidation, ArrayCountBeyondTheFile) {
   GgufBuilder numbers;
   std::vector<uint8_t> value;
   GgufBuilder::put<uint32_t>(value, uint32_t(GgufValueType::U32));
-  GgufBuilder::put<uint64_t>(value, uint64_t(1) << 62);  // x 4 bytes overflows 64 bits
+  GgufBuilder::put<uint64_t>(value, 1000);
   numbers.add_raw("k", uint32_t(GgufValueType::Array), value);
-  expect_parse_error(numbers, {"key \"k\": claims 4611686018427387904 uint32 elements but only 0 bytes are left"});
+  expect_parse_error(numbers, {"key \"k\": claims 1000 uint32 elements but only 0 bytes are left"});
+  GgufBuilder huge;
+  value.clear();
+  GgufBuilder::put<uint32_t>(value, uint32_t(GgufValueType::U32));
+  GgufBuilder::put<uint64_t>(value, uint64_t(1) << 62);  // x 4 bytes would overflow 64 bits
+  huge.add_raw("k", uint32_t(GgufValueType::Array), value);
+  expect_parse_error(huge, {"key \"k\": claims 4611686018427387904 elements (at most 1073741824)"});
   GgufBuilder strings;
   value.clear();
   GgufBuilder::put<uint32_t>(value, uint32_t(GgufValueType::String));
