@@ -85,6 +85,7 @@ struct BenchMatrix {
       case WeightFormat::F16: row_bytes = cols * 2; break;
       case WeightFormat::Affine: row_bytes = cols * spec.bits / 8; break;
       case WeightFormat::NvFp4: row_bytes = cols / 2; break;
+      case WeightFormat::Ggml: break;  // not benchmarked here: the ggml types have only their scalar references
     }
     data.resize(size_t(rows * row_bytes));
     if (spec.format == WeightFormat::F32 || spec.format == WeightFormat::BF16 ||

@@ -3,7 +3,9 @@
 #include "kernels/linear.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <initializer_list>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -25,6 +27,21 @@ using detail::Backend;
 using detail::PreparedX;
 
 const Backend& active_backend() { return detail::backend_for(active_isa()); }
+
+// The ggml block types have only their scalar reference kernels (dequantize a row, then dot) so
+// far: a call that involves one runs on the scalar backend.
+const Backend& backend_for_all(std::initializer_list<const WeightMatrix*> matrices) {
+  for (const WeightMatrix* w : matrices)
+    if (w->format == WeightFormat::Ggml) return detail::scalar_backend();
+  return active_backend();
+}
+template <class Products, class Matrices>
+const Backend& backend_for_products(const Products& products, const Matrices& matrices_of) {
+  for (const auto& p : products)
+    for (const WeightMatrix* w : matrices_of(p))
+      if (w->format == WeightFormat::Ggml) return detail::scalar_backend();
+  return active_backend();
+}
 
 std::atomic<MatmulPrecision>& precision_setting() {
   static std::atomic<MatmulPrecision> precision{[] {
@@ -76,6 +93,10 @@ void check(const WeightMatrix& w, const char* what) {
   } else if (w.format == WeightFormat::NvFp4) {
     if (w.cols % 16 != 0) fail("nvfp4 cols must be a multiple of 16");
     if (!w.scales) fail("missing block scales");
+  } else if (w.format == WeightFormat::Ggml) {
+    const GgmlTypeInfo& info = ggml_type_info(w.ggml_type);
+    if (!info.dequantizable) fail("ggml type " + std::string(info.name) + " has no kernel");
+    if (w.cols % info.block_elements != 0) fail("cols must be a whole number of " + std::string(info.name) + " blocks");
   }
 }
 
@@ -561,7 +582,8 @@ void matvec_batch(std::span<const MatvecProduct> products) {
     bytes += p.w->bytes_read();
     rows += p.w->rows;
   }
-  const Backend& backend = active_backend();
+  const Backend& backend =
+      backend_for_products(products, [](const MatvecProduct& p) { return std::array{p.w}; });
   auto matrix = [&](size_t i) -> const WeightMatrix& { return *products[i].w; };
   const std::vector<PreparedX> prepared = prepare_batch(
       products.size(), matrix, [&](size_t i) { return products[i].x; }, backend, 0);
@@ -597,7 +619,7 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
   if (n == 1) return matvec(w, x, y);
   check(w, "matmul");
   if (n <= 0) return;
-  const Backend& backend = active_backend();
+  const Backend& backend = backend_for_all({&w});
   if (n <= kDecodeBatchMaxTokens) return matmul_decode_batch(backend, w, x, n, y);
   matmul_tiled(backend, w, x, n, y);
 }
@@ -609,7 +631,7 @@ void matmul_mixed(const WeightMatrix& w, const float* x, int64_t n, int64_t deco
       n, decode_rows, "matmul_mixed",
       [&](int64_t first, int64_t count) { matmul(w, x + first * w.cols, count, y + first * w.rows); },
       [&](int64_t first, int64_t count) {
-        matmul_tiled(active_backend(), w, x + first * w.cols, count, y + first * w.rows);
+        matmul_tiled(backend_for_all({&w}), w, x + first * w.cols, count, y + first * w.rows);
       });
 }
 
@@ -627,7 +649,8 @@ void swiglu_matvec_batch(std::span<const SwigluProduct> products) {
     bytes += p.gate->bytes_read() + p.up->bytes_read();
     rows += p.gate->rows;
   }
-  const Backend& backend = active_backend();
+  const Backend& backend =
+      backend_for_products(products, [](const SwigluProduct& p) { return std::array{p.gate, p.up}; });
   const size_t count = products.size();
   // Gates are items [0, count), ups [count, 2 count): one batch, so an up on the same x (and
   // group size) as a gate shares its prepared x.
@@ -710,7 +733,7 @@ void swiglu_matmul(const WeightMatrix& gate, const WeightMatrix& up, const float
   if (n == 1) return swiglu_matvec(gate, up, x, out);
   check_pair(gate, up);
   if (n <= 0) return;
-  const Backend& backend = active_backend();
+  const Backend& backend = backend_for_all({&gate, &up});
   if (n <= kDecodeBatchMaxTokens) return swiglu_decode_batch(backend, gate, up, x, n, out);
   swiglu_tiled(backend, gate, up, x, n, out);
 }
@@ -725,7 +748,7 @@ void swiglu_matmul_mixed(const WeightMatrix& gate, const WeightMatrix& up, const
         swiglu_matmul(gate, up, x + first * gate.cols, count, out + first * gate.rows);
       },
       [&](int64_t first, int64_t count) {
-        swiglu_tiled(active_backend(), gate, up, x + first * gate.cols, count, out + first * gate.rows);
+        swiglu_tiled(backend_for_all({&gate, &up}), gate, up, x + first * gate.cols, count, out + first * gate.rows);
       });
 }
 

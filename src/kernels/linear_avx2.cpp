@@ -499,6 +499,7 @@ void matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, 
         return;
       }
       break;
+    case WeightFormat::Ggml: break;  // the generic fallback after the switch
     case WeightFormat::NvFp4:
       if (px.x_q8) return q8_matvec_rows(w, px, row_begin, row_end, y);
       for (int64_t r = row_begin; r < row_end; ++r) y[r - row_begin] = dot_nvfp4(w, r, px);
@@ -607,6 +608,7 @@ struct Kernel256 {
         }
         return;
       }
+      case WeightFormat::Ggml: break;  // the generic fallback after the switch
       case WeightFormat::NvFp4: {
         if (cols % 16 != 0) break;
         const uint8_t* scales = w.scales + r * w.scales_row_stride;

@@ -467,6 +467,7 @@ void matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, 
         });
       }
       return;
+    case WeightFormat::Ggml: break;  // the generic fallback after the switch
     case WeightFormat::NvFp4:
       if (px.x_q8) return vnni_matvec_rows(w, px, row_begin, row_end, y);
       if (px.x_nibble_lanes) {
@@ -543,6 +544,7 @@ struct Kernel512 {
         }
         return;
       }
+      case WeightFormat::Ggml: break;  // the generic fallback after the switch
       case WeightFormat::NvFp4: {
         const uint8_t* scales = w.scales + r * w.scales_row_stride;
         const float* table = e4m3_table();

@@ -84,7 +84,7 @@ nlohmann::ordered_json describe_checkpoint(const Checkpoint& ckpt) {
   const ModelConfig& mc = ckpt.config();
   const TextConfig& c = mc.text;
   ojson out = ojson::object();
-  out["path"] = ckpt.dir().string();
+  out["path"] = ckpt.gguf() ? ckpt.gguf()->first().path().string() : ckpt.dir().string();
   out["layout"] = layout_label(ckpt.layout(), mc.quantization);
   out["model_type"] = mc.model_type;
   out["architectures"] = mc.architectures;
@@ -111,14 +111,14 @@ nlohmann::ordered_json describe_checkpoint(const Checkpoint& ckpt) {
   for (size_t i = 0; i < ckpt.weights().layers.size(); ++i) {
     const LayerWeights& layer = ckpt.weights().layers[i];
     const LayerSpec& s = layer.spec;
-    std::string mlp_format = weight_format_name(layer.mlp.dense ? layer.mlp.dense_mlp.gate.format
-                                                                : layer.mlp.experts.empty() ? WeightFormat::F32
-                                                                : layer.mlp.experts[0].gate.format);
+    std::string mlp_format = layer.mlp.dense            ? weight_format_label(layer.mlp.dense_mlp.gate)
+                             : layer.mlp.experts.empty() ? weight_format_name(WeightFormat::F32)
+                                                         : weight_format_label(layer.mlp.experts[0].gate);
     layers.push_back({{"index", i}, {"attention", s.sliding ? "sliding" : "global"},
                       {"mlp", layer.mlp.dense ? "dense" : "moe"}, {"heads", s.n_heads}, {"kv_heads", s.n_kv_heads},
                       {"head_dim", s.head_dim}, {"window", s.sliding ? ojson(c.sliding_window) : ojson(nullptr)},
                       {"rel_extent", s.rel_extent}, {"mlp_format", mlp_format},
-                      {"attention_format", weight_format_name(layer.attn.q.format)}});
+                      {"attention_format", weight_format_label(layer.attn.q)}});
   }
   out["layers"] = layers;
   ParameterCounts counts = count_parameters(ckpt);
@@ -130,10 +130,16 @@ nlohmann::ordered_json describe_checkpoint(const Checkpoint& ckpt) {
       bytes_per_dtype[std::string(dtype_name(entry.dtype))] += entry.end - entry.begin;
       tensor_bytes += entry.end - entry.begin;
     }
+  if (const GgufModelFiles* gguf = ckpt.gguf())
+    for (const auto& file : gguf->files())
+      for (const GgufTensor& tensor : file->tensors()) {
+        bytes_per_dtype[std::string(ggml_type_name(tensor.type))] += tensor.nbytes;
+        tensor_bytes += tensor.nbytes;
+      }
   out["bytes_per_dtype"] = bytes_per_dtype;
-  out["file_bytes"] = ckpt.store().total_file_bytes();
+  out["file_bytes"] = ckpt.file_bytes();
   std::map<std::string, std::map<std::string, int>> families;
-  visit_families(ckpt, [&](const char* family, const WeightMatrix& m) { families[family][weight_format_name(m.format)]++; });
+  visit_families(ckpt, [&](const char* family, const WeightMatrix& m) { families[family][weight_format_label(m)]++; });
   ojson formats = ojson::object();
   for (const auto& [family, counts_by_format] : families) {
     ojson entry = ojson::object();

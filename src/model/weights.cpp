@@ -13,6 +13,7 @@ const char* layout_name(CheckpointLayout layout) {
     case CheckpointLayout::OriginalBF16: return "original-bf16";
     case CheckpointLayout::NvFp4: return "nvfp4";
     case CheckpointLayout::MlxAffine: return "mlx-affine";
+    case CheckpointLayout::Gguf: return "gguf";
   }
   return "?";
 }
@@ -387,6 +388,7 @@ void WeightBinder::bind_all() {
 }
 
 std::unique_ptr<Checkpoint> Checkpoint::open(const std::filesystem::path& dir, const CheckpointOptions& options) {
+  if (GgufModelFiles::looks_like_gguf(dir)) return open_gguf(dir, options);
   if (!std::filesystem::is_directory(dir)) throw Error(dir.string() + " is not a directory");
   auto ckpt = std::make_unique<Checkpoint>();
   ckpt->dir_ = dir;

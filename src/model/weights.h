@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "io/gguf.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/sanitize.h"
@@ -23,7 +24,8 @@
 
 namespace inkling {
 
-enum class CheckpointLayout { OriginalF32, OriginalBF16, NvFp4, MlxAffine };
+// Gguf: a GGUF file (or split set) as llama.cpp's Inkling converter writes it, any ggml types.
+enum class CheckpointLayout { OriginalF32, OriginalBF16, NvFp4, MlxAffine, Gguf };
 const char* layout_name(CheckpointLayout layout);
 // The layout as synth, quantize and the CLI name it: "mlx-4bit" / "mlx-8bit" for MLX affine
 // checkpoints (by their bits), else layout_name().
@@ -98,9 +100,16 @@ class Checkpoint {
   // WeightMemory::HugePages, the tensors the text model uses (not the vision, audio or MTP ones)
   // are copied first. Throws inkling::Error naming the problem (missing tensor, wrong shape or
   // dtype, unreadable file, ...).
+  // A .gguf file (the first of a split set), or a directory holding one and no config.json, is
+  // opened as a GGUF model instead: the config from its metadata, its tensors bound in place in
+  // the file mappings (WeightMemory::HugePages is not done for GGUF yet: a warning says so).
   static std::unique_ptr<Checkpoint> open(const std::filesystem::path& dir, const CheckpointOptions& options = {});
 
+  // The checkpoint directory; for a GGUF model, the directory holding its file.
   const std::filesystem::path& dir() const { return dir_; }
+  // The GGUF files of a GGUF model; null for a safetensors checkpoint.
+  const GgufModelFiles* gguf() const { return gguf_.get(); }
+  uint64_t file_bytes() const { return gguf_ ? gguf_->total_file_bytes() : store_.total_file_bytes(); }
   const ModelConfig& config() const { return config_; }
   const TextConfig& text() const { return config_.text; }
   CheckpointLayout layout() const { return layout_; }
@@ -119,7 +128,10 @@ class Checkpoint {
   std::vector<BindingRecord> bindings_;
   std::vector<std::string> skipped_;
   std::vector<std::string> warnings_;
+  std::unique_ptr<GgufModelFiles> gguf_;
+  static std::unique_ptr<Checkpoint> open_gguf(const std::filesystem::path& path, const CheckpointOptions& options);
   friend class WeightBinder;
+  friend class GgufBinder;
 };
 
 }  // namespace inkling

@@ -9,8 +9,14 @@ const char* weight_format_name(WeightFormat format) {
     case WeightFormat::F16: return "f16";
     case WeightFormat::Affine: return "mlx-affine";
     case WeightFormat::NvFp4: return "nvfp4";
+    case WeightFormat::Ggml: return "ggml";
   }
   return "?";
+}
+
+std::string weight_format_label(const WeightMatrix& matrix) {
+  if (matrix.format != WeightFormat::Ggml) return weight_format_name(matrix.format);
+  return "ggml " + std::string(ggml_type_name(matrix.ggml_type));
 }
 
 int64_t WeightMatrix::bytes_read() const {
@@ -21,6 +27,7 @@ int64_t WeightMatrix::bytes_read() const {
     case WeightFormat::Affine:
       return rows * (cols * bits / 8 + 2 * (cols / group_size) * int64_t(dtype_size(scale_dtype)));
     case WeightFormat::NvFp4: return rows * (cols / 2 + cols / 16);
+    case WeightFormat::Ggml: return rows * int64_t(ggml_row_bytes(ggml_type, cols).value_or(0));
   }
   return 0;
 }
@@ -64,6 +71,7 @@ void dequantize_row(const WeightMatrix& m, int64_t row, float* out) {
       }
       return;
     }
+    case WeightFormat::Ggml: dequantize_ggml_row(m.ggml_type, src, out, m.cols); return;
   }
 }
 

@@ -7,8 +7,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "tensor/dtype.h"
+#include "tensor/ggml_types.h"
 
 namespace inkling {
 
@@ -24,9 +26,16 @@ enum class WeightFormat : uint8_t {
   // NVFP4: E2M1 codes, two per byte, low nibble first; one E4M3 scale per 16 columns
   // ([rows, cols / 16] bytes); w = fp4 * e4m3 * global_scale.
   NvFp4,
+  // A ggml block type (GGUF files): each row is cols / block_elements blocks of `ggml_type`,
+  // scales inside the blocks (tensor/ggml_types.h). Computed by the scalar reference kernels.
+  Ggml,
 };
 
 const char* weight_format_name(WeightFormat format);
+
+struct WeightMatrix;
+// weight_format_name, with a ggml matrix's type: "ggml Q4_K".
+std::string weight_format_label(const WeightMatrix& matrix);
 
 struct WeightMatrix {
   WeightFormat format = WeightFormat::F32;
@@ -48,6 +57,7 @@ struct WeightMatrix {
   // binder scans them once, when they were copied into memory). The kernels then decode the
   // scales without checking each row first; false means unknown, and they check row by row.
   bool scales_nonnegative_finite = false;
+  GgmlType ggml_type = GgmlType::F32;  // Ggml only
 
   // Bytes a full pass over the matrix reads (weights + scales + biases).
   int64_t bytes_read() const;

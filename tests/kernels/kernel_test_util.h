@@ -8,6 +8,7 @@
 #include <ostream>
 #include <cstdint>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,8 @@ class TestMatrix {
         for (auto& scale : scales_) scale = f32_to_e4m3(0.05f + 2.0f * uniform(rng));
         break;
       }
+      case WeightFormat::Ggml:  // built by ggml_linear_test.cpp from random blocks instead
+        throw std::logic_error("TestMatrix does not build ggml block matrices");
     }
   }
 

@@ -4,7 +4,7 @@
 # build-fuzz/work/NAME, never into the committed corpus. A crash, a sanitizer report, a leak or an
 # invariant abort fails the run and leaves the reproducer in build-fuzz/NAME-crash-*.
 #
-#   tools/fuzz/run.sh [SECONDS] [NAME...]     # NAME: safetensors config tokenizer jinja output_parser front_doors
+#   tools/fuzz/run.sh [SECONDS] [NAME...]     # NAME: safetensors gguf config tokenizer jinja output_parser front_doors
 #   tools/fuzz/run.sh ci [NAME...]            # what CI runs: see below
 #
 # `ci` runs each target from a fresh work directory with a fixed seed for a fixed number of
@@ -23,12 +23,12 @@ fi
 # Executions a target made in about 60 s on the 2-core machine that set these.
 ci_runs() {
   case "$1" in
-    safetensors) echo 300000 ;; config) echo 300000 ;; tokenizer) echo 40000 ;;
+    safetensors) echo 300000 ;; gguf) echo 300000 ;; config) echo 300000 ;; tokenizer) echo 40000 ;;
     jinja) echo 10000 ;; output_parser) echo 100000 ;; front_doors) echo 1300 ;;
   esac
 }
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(safetensors config tokenizer jinja output_parser front_doors)
+[ ${#targets[@]} -eq 0 ] && targets=(safetensors gguf config tokenizer jinja output_parser front_doors)
 
 if ! command -v clang++ >/dev/null || ! [ -e "$(clang++ -print-resource-dir 2>/dev/null)/lib/linux/libclang_rt.fuzzer-x86_64.a" ]; then
   echo "installing: clang libclang-rt-14-dev (libFuzzer)" >&2
@@ -49,6 +49,7 @@ sources_of() {
   local jinja="src/runtime/jinja/*.cpp"
   case "$1" in
     safetensors) echo "src/io/safetensors.cpp src/tensor/dtype.cpp src/tensor/tensor_view.cpp" ;;
+    gguf) echo "src/io/gguf.cpp src/tensor/ggml_types.cpp src/tensor/ggml_dequantize.cpp src/tensor/dtype.cpp" ;;
     config) echo "src/model/config.cpp src/io/text_file.cpp" ;;
     tokenizer) echo "$tok" ;;
     jinja) echo "$jinja src/io/text_file.cpp" ;;
@@ -98,6 +99,7 @@ for name in "${targets[@]}"; do
   max_len=4096
   [ "$name" = tokenizer ] && max_len=16384  # a small vocab file is ~5 KB
   [ "$name" = jinja ] && max_len=32768      # the Inkling template alone is 22 KB
+  [ "$name" = gguf ] && max_len=8192        # room for a few 256-element blocks of every type
   if "$out/fuzz_$name" "${budget[@]}" -max_len="$max_len" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
        -artifact_prefix="$out/$name-" "${dict[@]}" "$work" "tools/fuzz/corpus/$name" >"$log" 2>&1; then
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")

@@ -163,7 +163,7 @@ Runner add_bench(CLI::App& app) {
     bool json = false;
   };
   auto args = std::make_shared<Args>();
-  app.add_option("-m,--model", args->model, "checkpoint directory")->required();
+  app.add_option("-m,--model", args->model, "checkpoint directory or .gguf file")->required();
   app.add_option("-p,--prompt", args->prompt, "prompt tokens (pp)")->capture_default_str();
   app.add_option("-n,--gen", args->generate, "generated tokens (tg)")->capture_default_str();
   app.add_option("-d,--depth", args->depth,
@@ -331,7 +331,7 @@ Runner add_bench(CLI::App& app) {
         {"read_bandwidth_over", probe_label},
         {"decode_efficiency", efficiency}, {"prefill_gflop_s", prefill_gflops}, {"fma_peak_gflop_s", fma_peak},
         {"prefill_efficiency", prefill_gflops / fma_peak}, {"load_s", load_seconds}, {"peak_rss_gb", peak_rss_gb},
-        {"weights_gb", double(ckpt->store().total_file_bytes()) / 1e9},
+        {"weights_gb", double(ckpt->file_bytes()) / 1e9},
         {"weight_memory", weight_memory_label(*ckpt)},
         {"huge_page_gb", double(ckpt->store().resident_huge_page_bytes()) / 1e9}, {"reps", args->reps},
         {"pp_all", pp}, {"tg_all", tg}, {"read_bandwidth_all", bandwidths},

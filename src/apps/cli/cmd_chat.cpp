@@ -10,6 +10,7 @@
 
 #include "apps/cli/commands.h"
 #include "apps/cli/line_reader.h"
+#include "io/gguf.h"
 #include "io/text_file.h"
 #include "model/synth.h"
 #include "runtime/chat/chat_template.h"
@@ -138,7 +139,7 @@ Runner add_chat(CLI::App& app) {
     bool show_reasoning = false;
   };
   auto args = std::make_shared<Args>();
-  app.add_option("-m,--model", args->model, "checkpoint directory (default: a synthetic demo checkpoint)");
+  app.add_option("-m,--model", args->model, "checkpoint directory or .gguf file (default: a synthetic demo checkpoint)");
   app.add_option("--system", args->system, "system message");
   app.add_option("--reasoning-effort", args->effort,
                  reasoning_effort_choices() + " (default: the template's, 0.9 = high for Inkling's)");
@@ -156,10 +157,11 @@ Runner add_chat(CLI::App& app) {
     if (!args->effort.empty()) render.reasoning_effort = parse_reasoning_effort(args->effort);
     require_utf8(args->system, "--system");
     std::string model_dir = model_or_demo(args->model);
-    if (!std::filesystem::exists(model_dir + "/tokenizer.json")) throw Error(model_dir + " has no tokenizer.json");
-    Tokenizer tokenizer = Tokenizer::from_dir(model_dir);
-    ChatTemplate chat_template = ChatTemplate::from_dir(model_dir, args->chat_template);
-    const SamplingParams sampling = args->sampling.params(model_dir);
+    const std::string files = side_files_dir(model_dir);
+    if (!std::filesystem::exists(files + "/tokenizer.json")) throw Error(missing_tokenizer(model_dir));
+    Tokenizer tokenizer = Tokenizer::from_dir(files);
+    ChatTemplate chat_template = ChatTemplate::from_dir(files, args->chat_template);
+    const SamplingParams sampling = args->sampling.params(files);
     auto checkpoint = open_for_inference(model_dir, args->runtime);
     InklingModel model(*checkpoint, run);
     show_prefill_progress(model);
@@ -282,7 +284,10 @@ Runner add_tokenize(CLI::App& app) {
   app.footer("Prints the ids comma-separated, the form generate --prompt-ids takes.\n");
   return [args] {
     require_utf8(args->text, "the text");
-    Tokenizer tokenizer = Tokenizer::from_dir(args->model);
+    const std::string files = side_files_dir(args->model);
+    if (GgufModelFiles::looks_like_gguf(args->model) && !std::filesystem::exists(files + "/tokenizer.json"))
+      throw Error(missing_tokenizer(args->model));
+    Tokenizer tokenizer = Tokenizer::from_dir(files);
     std::vector<int32_t> ids = tokenizer.encode(args->text, !args->no_special);
     std::string line;
     for (size_t i = 0; i < ids.size(); ++i) {
@@ -308,8 +313,8 @@ Runner add_render(CLI::App& app) {
   app.add_flag("--no-generation-prompt", args->no_generation_prompt, "leave out the trailing <|message_model|>");
   return [args] {
     if (args->model.empty() && args->chat_template.empty()) throw Error("give a checkpoint with -m DIR or a --chat-template FILE");
-    if (!args->model.empty() && !std::filesystem::is_directory(args->model))
-      throw Error(args->model + " is not a directory (-m takes a checkpoint directory)");
+    if (!args->model.empty() && !std::filesystem::is_directory(args->model) && !GgufModelFiles::looks_like_gguf(args->model))
+      throw Error(args->model + " is not a directory (-m takes a checkpoint directory or a .gguf file)");
     ChatRenderOptions options;
     options.add_generation_prompt = !args->no_generation_prompt;
     if (!args->effort.empty()) options.reasoning_effort = parse_reasoning_effort(args->effort);
@@ -317,7 +322,7 @@ Runner add_render(CLI::App& app) {
     if (!args->tools.empty()) options.tools = read_json(args->tools, "tools");
     ChatTemplate chat_template = args->model.empty()
                                      ? ChatTemplate::from_source(read_file(args->chat_template, "chat template"), args->chat_template)
-                                     : ChatTemplate::from_dir(args->model, args->chat_template);
+                                     : ChatTemplate::from_dir(side_files_dir(args->model), args->chat_template);
     std::string prompt = chat_template.render(messages, options);
     std::fwrite(prompt.data(), 1, prompt.size(), stdout);
     std::fputs("\n", stdout);

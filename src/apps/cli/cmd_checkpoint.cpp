@@ -40,7 +40,7 @@ Runner add_inspect(CLI::App& app) {
     bool json = false;
   };
   auto args = std::make_shared<Args>();
-  app.add_option("-m,--model", args->model, "checkpoint directory")->required();
+  app.add_option("-m,--model", args->model, "checkpoint directory or .gguf file")->required();
   app.add_flag("--json", args->json, "print JSON instead of a table");
   return [args] {
     auto ckpt = Checkpoint::open(args->model);

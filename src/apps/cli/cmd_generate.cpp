@@ -10,6 +10,7 @@
 
 #include "apps/cli/commands.h"
 #include "model/config.h"
+#include "model/gguf_checkpoint.h"
 #include "model/synth.h"
 #include "runtime/chat/chat_template.h"
 #include "runtime/generate/generator.h"
@@ -80,7 +81,7 @@ Runner add_generate(CLI::App& app) {
     std::string system, reasoning_effort, chat_template;
   };
   auto args = std::make_shared<Args>();
-  app.add_option("-m,--model", args->model, "checkpoint directory (default: a synthetic demo checkpoint)");
+  app.add_option("-m,--model", args->model, "checkpoint directory or .gguf file (default: a synthetic demo checkpoint)");
   auto* prompt = app.add_option("-p,--prompt", args->prompt, "prompt text (raw: no chat template; see --chat)");
   auto* ids = app.add_option("--prompt-ids", args->prompt_ids, "prompt as comma-separated token ids (bypasses the tokenizer)");
   prompt->excludes(ids);
@@ -119,23 +120,24 @@ Runner add_generate(CLI::App& app) {
     if (!args->logits_out.empty()) check_writable(args->logits_out, "--logits-out");
 
     std::string model_dir = model_or_demo(args->model);
-    const ModelConfig config = load_model_config(model_dir);
+    const std::string files = side_files_dir(model_dir);
+    const ModelConfig config = load_checkpoint_config(model_dir);
     for (int32_t id : prompt)
       if (id < 0 || id >= config.text.unpadded_vocab_size)
         throw Error("--prompt-ids: token id " + std::to_string(id) + " is out of range for this model (vocabulary 0.." +
                     std::to_string(config.text.unpadded_vocab_size - 1) + ")");
     std::optional<Tokenizer> tokenizer;
-    if (std::filesystem::exists(model_dir + "/tokenizer.json")) tokenizer = Tokenizer::from_dir(model_dir);
+    if (std::filesystem::exists(files + "/tokenizer.json")) tokenizer = Tokenizer::from_dir(files);
     if (args->chat) {
-      if (!tokenizer) throw Error(model_dir + " has no tokenizer.json; --chat needs one");
+      if (!tokenizer) throw Error(missing_tokenizer(model_dir) + "; --chat needs one");
       nlohmann::ordered_json messages = nlohmann::ordered_json::array();
       if (!args->system.empty()) messages.push_back({{"role", "system"}, {"content", args->system}});
       messages.push_back({{"role", "user"}, {"content", args->prompt}});
       ChatRenderOptions render;
       if (!args->reasoning_effort.empty()) render.reasoning_effort = parse_reasoning_effort(args->reasoning_effort);
-      prompt = ChatTemplate::from_dir(model_dir, args->chat_template).encode(*tokenizer, messages, render);
+      prompt = ChatTemplate::from_dir(files, args->chat_template).encode(*tokenizer, messages, render);
     } else if (prompt.empty()) {
-      if (!tokenizer) throw Error(model_dir + " has no tokenizer.json; use --prompt-ids");
+      if (!tokenizer) throw Error(missing_tokenizer(model_dir) + "; use --prompt-ids");
       prompt = tokenizer->encode(args->prompt, !args->no_special);
       if (prompt.empty()) throw Error("the prompt encodes to no tokens");
     }
@@ -146,7 +148,7 @@ Runner add_generate(CLI::App& app) {
       std::fprintf(stderr, "%s has no tokenizer.json: printing the generated token ids\n", model_dir.c_str());
       args->print_ids = true;
     }
-    const SamplingParams sampling = args->sampling.params(model_dir);
+    const SamplingParams sampling = args->sampling.params(files);
 
     auto checkpoint = open_for_inference(model_dir, args->runtime);
     InklingModel model(*checkpoint, run);

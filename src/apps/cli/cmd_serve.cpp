@@ -10,6 +10,7 @@
 
 #include "apps/cli/commands.h"
 #include "apps/server/server.h"
+#include "io/gguf.h"
 #include "io/text_file.h"
 #include "runtime/chat/chat_template.h"
 #include "runtime/serve/engine.h"
@@ -49,7 +50,7 @@ Runner add_serve(CLI::App& app) {
     bool test_scripts = false;
   };
   auto args = std::make_shared<Args>();
-  app.add_option("-m,--model", args->model, "checkpoint directory (default: the synthetic demo checkpoint)");
+  app.add_option("-m,--model", args->model, "checkpoint directory or .gguf file (default: the synthetic demo checkpoint)");
   app.add_option("--host", args->host, "address to listen on")->capture_default_str();
   app.add_option("--port", args->port, "port to listen on (0: any free port, printed at start)")->capture_default_str();
   auto* key = app.add_option("--api-key", args->api_key,
@@ -108,11 +109,13 @@ Runner add_serve(CLI::App& app) {
     options.http_threads = 2 * args->parallel + 16;
 
     const std::string model_dir = model_or_demo(args->model);
-    if (!std::filesystem::is_directory(model_dir)) throw Error("-m " + model_dir + ": no such checkpoint directory");
-    if (!std::filesystem::exists(model_dir + "/tokenizer.json")) throw Error(model_dir + " has no tokenizer.json; the server needs one");
-    Tokenizer tokenizer = Tokenizer::from_dir(model_dir);
-    ChatTemplate chat_template = ChatTemplate::from_dir(model_dir, args->chat_template);
-    options.default_sampling = generation_defaults(model_dir);
+    if (!std::filesystem::is_directory(model_dir) && !GgufModelFiles::looks_like_gguf(model_dir))
+      throw Error("-m " + model_dir + ": no such checkpoint directory or .gguf file");
+    const std::string files = side_files_dir(model_dir);
+    if (!std::filesystem::exists(files + "/tokenizer.json")) throw Error(missing_tokenizer(model_dir) + "; the server needs one");
+    Tokenizer tokenizer = Tokenizer::from_dir(files);
+    ChatTemplate chat_template = ChatTemplate::from_dir(files, args->chat_template);
+    options.default_sampling = generation_defaults(files);
     options.model_name = !args->alias.empty() ? args->alias
                                               : std::filesystem::path(model_dir).lexically_normal().filename().string();
     if (options.model_name.empty()) options.model_name = std::filesystem::path(model_dir).parent_path().filename().string();

@@ -92,6 +92,12 @@ std::string demo_checkpoint_dir();
 // -m DIR, or the demo checkpoint (written on first use, or again when files of it are missing,
 // with a note on stderr).
 std::string model_or_demo(const std::string& model);
+// Where a -m argument's tokenizer.json, tokenizer_config.json, generation_config.json and chat
+// template are: the directory itself, or for a .gguf file the directory holding it.
+std::string side_files_dir(const std::string& model);
+// "M has no tokenizer.json" for -m M, saying for a GGUF model where to put one (the tokenizer is
+// not read from GGUF metadata yet).
+std::string missing_tokenizer(const std::string& model);
 
 // Prints one streamed chat turn (cmd_chat.cpp): the answer on stdout as it arrives; reasoning
 // hidden, or with show_reasoning shown (dimmed on a terminal); tool calls as "[tool call] ..."

@@ -16,6 +16,7 @@
 #include "io/resident_memory.h"
 #include "io/text_file.h"
 #include "kernels/thread_pool.h"
+#include "model/gguf_checkpoint.h"
 #include "model/synth.h"
 #include "tensor/error.h"
 
@@ -69,6 +70,10 @@ std::unique_ptr<Checkpoint> open_for_inference(const std::string& dir, const Run
   auto start = std::chrono::steady_clock::now();
   std::unique_ptr<Checkpoint> checkpoint = Checkpoint::open(dir, options);
   progress.finish();
+  if (checkpoint->gguf()) {
+    std::fprintf(stderr, "GGUF weights: used in place in the file mappings (not copied into huge pages)\n");
+    return checkpoint;
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const uint64_t copied = checkpoint->store().resident_bytes(), huge = checkpoint->store().resident_huge_page_bytes();
   std::fprintf(stderr, "weights: %.2f GB copied in %.2f s, %.2f GB of it in huge pages%s\n", double(copied) / 1e9,
@@ -241,6 +246,15 @@ std::string demo_missing(const std::string& dir) {
 }
 
 }  // namespace
+
+std::string side_files_dir(const std::string& model) { return checkpoint_side_dir(model).string(); }
+
+std::string missing_tokenizer(const std::string& model) {
+  if (!GgufModelFiles::looks_like_gguf(model)) return model + " has no tokenizer.json";
+  return model + " is a GGUF model and " + side_files_dir(model) +
+         " has no tokenizer.json: the tokenizer is not read from GGUF metadata yet, so put the checkpoint's "
+         "tokenizer.json (and tokenizer_config.json) beside the .gguf file";
+}
 
 // -m DIR, or the demo checkpoint (written on first use, and again when a file of it is missing).
 std::string model_or_demo(const std::string& model) {

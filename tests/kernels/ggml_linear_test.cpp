@@ -1,0 +1,200 @@
+// Products with ggml block-type weights (WeightFormat::Ggml): every dequantizable type through
+// matvec, matvec_batch, the decode-batch and tiled matmul, and swiglu, against dot products in
+// double of the dequantized rows; whatever ISA the machine would pick, these run the scalar path.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/linear.h"
+#include "tensor/dtype.h"
+#include "tensor/error.h"
+#include "tensor/ggml_types.h"
+#include "tensor/weight_matrix.h"
+
+namespace inkling {
+namespace {
+
+// Byte offsets of each type's f16 scales within a block (IQ1_M packs its own; handled below).
+std::vector<int> f16_scale_offsets(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K: return {0, 2};
+    case GgmlType::Q2_K: return {80, 82};
+    case GgmlType::Q3_K: return {108};
+    case GgmlType::Q6_K: return {208};
+    case GgmlType::IQ1_M:
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16: return {};
+    default: return {0};
+  }
+}
+
+// Random blocks whose scales are finite and modest (an f16 in [2^-8, 2^-4)), so products stay
+// finite and the comparison meaningful.
+std::vector<uint8_t> random_rows(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng) {
+  const GgmlTypeInfo& info = ggml_type_info(type);
+  const uint64_t row_bytes = ggml_row_bytes(type, cols).value();
+  std::vector<uint8_t> bytes(size_t(row_bytes * uint64_t(rows)));
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  if (type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16) {
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      const float v = normal(rng);
+      if (type == GgmlType::F32) std::memcpy(&bytes[size_t(4 * i)], &v, 4);
+      const uint16_t half = type == GgmlType::F16 ? f32_to_f16(v) : f32_to_bf16(v);
+      if (type != GgmlType::F32) std::memcpy(&bytes[size_t(2 * i)], &half, 2);
+    }
+    return bytes;
+  }
+  for (uint8_t& b : bytes) b = uint8_t(byte(rng));
+  std::uniform_real_distribution<float> scale(0x1p-8f, 0x1p-4f);
+  const int64_t blocks = int64_t(bytes.size()) / info.block_bytes;
+  for (int64_t k = 0; k < blocks; ++k) {
+    uint8_t* block = bytes.data() + k * info.block_bytes;
+    for (int offset : f16_scale_offsets(type)) {
+      const uint16_t half = f32_to_f16(scale(rng));
+      std::memcpy(block + offset, &half, 2);
+    }
+    if (type == GgmlType::IQ1_M) {
+      // The f16 scale is the top nibbles of the four words at bytes 48-55.
+      const uint16_t half = f32_to_f16(scale(rng));
+      for (int w = 0; w < 4; ++w) {
+        uint16_t word;
+        std::memcpy(&word, block + 48 + 2 * w, 2);
+        word = uint16_t((word & 0x0fff) | (((half >> (4 * w)) & 15) << 12));
+        std::memcpy(block + 48 + 2 * w, &word, 2);
+      }
+    }
+  }
+  return bytes;
+}
+
+WeightMatrix ggml_matrix(GgmlType type, const std::vector<uint8_t>& bytes, int64_t rows, int64_t cols) {
+  WeightMatrix m;
+  m.format = WeightFormat::Ggml;
+  m.ggml_type = type;
+  m.rows = rows;
+  m.cols = cols;
+  m.data = bytes.data();
+  m.row_stride = int64_t(ggml_row_bytes(type, cols).value());
+  return m;
+}
+
+std::vector<double> reference_product(const WeightMatrix& m, const float* x, int64_t n) {
+  std::vector<double> out(size_t(n * m.rows));
+  std::vector<float> row(size_t(m.cols));
+  for (int64_t r = 0; r < m.rows; ++r) {
+    dequantize_row(m, r, row.data());
+    for (int64_t t = 0; t < n; ++t) {
+      double sum = 0;
+      for (int64_t c = 0; c < m.cols; ++c) sum += double(row[size_t(c)]) * x[t * m.cols + c];
+      out[size_t(t * m.rows + r)] = sum;
+    }
+  }
+  return out;
+}
+
+class GgmlLinear : public ::testing::TestWithParam<GgmlType> {};
+
+std::vector<GgmlType> dequantizable_types() {
+  std::vector<GgmlType> out;
+  for (uint32_t code = 0; code < 64; ++code)
+    if (auto type = ggml_type_from_code(code); type && ggml_type_info(*type).dequantizable) out.push_back(*type);
+  return out;
+}
+
+TEST(GgmlTypes, EveryTypeTheIssueListsIsDequantizable) {
+  EXPECT_EQ(dequantizable_types().size(), 22u);
+  for (const char* name : {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
+                           "Q6_K", "IQ4_NL", "IQ4_XS", "IQ3_XXS", "IQ3_S", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ1_S", "IQ1_M"}) {
+    bool found = false;
+    for (GgmlType type : dequantizable_types()) found |= ggml_type_name(type) == name;
+    EXPECT_TRUE(found) << name;
+  }
+}
+
+TEST_P(GgmlLinear, ProductsMatchTheDequantizedReference) {
+  const GgmlType type = GetParam();
+  std::mt19937 rng(uint32_t(type) + 1);
+  const int64_t rows = 37, cols = 512;  // odd rows: thread ranges and tiles end mid-block
+  const std::vector<uint8_t> bytes = random_rows(type, rows, cols, rng);
+  const WeightMatrix w = ggml_matrix(type, bytes, rows, cols);
+  EXPECT_EQ(w.bytes_read(), int64_t(bytes.size()));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t n : {1, 3, 40}) {  // matvec, a decode batch, the tiled prefill path
+    std::vector<float> x(static_cast<size_t>(n * cols));
+    for (float& v : x) v = normal(rng);
+    std::vector<float> y(static_cast<size_t>(n * rows));
+    kernels::matmul(w, x.data(), n, y.data());
+    const std::vector<double> want = reference_product(w, x.data(), n);
+    double scale = 0;
+    for (double v : want) scale = std::max(scale, std::fabs(v));
+    for (size_t i = 0; i < y.size(); ++i)
+      ASSERT_NEAR(y[i], want[i], 1e-5 * scale + 1e-30) << ggml_type_name(type) << " n=" << n << " at " << i;
+  }
+}
+
+TEST_P(GgmlLinear, SwigluAndBatchesMatchTheirParts) {
+  const GgmlType type = GetParam();
+  std::mt19937 rng(uint32_t(type) + 100);
+  const int64_t rows = 19, cols = 256;
+  const std::vector<uint8_t> gate_bytes = random_rows(type, rows, cols, rng), up_bytes = random_rows(type, rows, cols, rng);
+  const WeightMatrix gate = ggml_matrix(type, gate_bytes, rows, cols), up = ggml_matrix(type, up_bytes, rows, cols);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(cols));
+  for (float& v : x) v = normal(rng);
+  std::vector<float> g(static_cast<size_t>(rows)), u(static_cast<size_t>(rows)), fused(static_cast<size_t>(rows));
+  kernels::matvec(gate, x.data(), g.data());
+  kernels::matvec(up, x.data(), u.data());
+  kernels::swiglu_matvec(gate, up, x.data(), fused.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    const float silu = g[size_t(r)] / (1.0f + std::exp(-g[size_t(r)]));
+    EXPECT_NEAR(fused[size_t(r)], silu * u[size_t(r)], 1e-5f * (std::fabs(silu * u[size_t(r)]) + 1e-3f)) << r;
+  }
+  // A batch mixing a ggml matrix with an f32 one gives each its own matvec's values.
+  std::vector<float> dense(static_cast<size_t>(rows * cols));
+  for (float& v : dense) v = normal(rng);
+  WeightMatrix f32;
+  f32.rows = rows;
+  f32.cols = cols;
+  f32.data = reinterpret_cast<const uint8_t*>(dense.data());
+  f32.row_stride = cols * 4;
+  std::vector<float> alone(static_cast<size_t>(rows)), in_batch_gate(static_cast<size_t>(rows)), in_batch_f32(static_cast<size_t>(rows));
+  kernels::matvec(f32, x.data(), alone.data());
+  const kernels::MatvecProduct products[] = {{&gate, x.data(), in_batch_gate.data()}, {&f32, x.data(), in_batch_f32.data()}};
+  kernels::matvec_batch(products);
+  EXPECT_EQ(in_batch_gate, g);
+  for (int64_t r = 0; r < rows; ++r) EXPECT_NEAR(in_batch_f32[size_t(r)], alone[size_t(r)], 1e-4f) << r;
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, GgmlLinear, ::testing::ValuesIn(dequantizable_types()),
+                         [](const ::testing::TestParamInfo<GgmlType>& info) {
+                           return std::string(ggml_type_name(info.param));
+                         });
+
+TEST(GgmlLinear, UnusableTypeIsAnError) {
+  std::vector<uint8_t> bytes(64);
+  WeightMatrix w;
+  w.format = WeightFormat::Ggml;
+  w.ggml_type = GgmlType::I32;
+  w.rows = 1;
+  w.cols = 16;
+  w.data = bytes.data();
+  w.row_stride = 64;
+  std::vector<float> x(16), y(1);
+  try {
+    kernels::matvec(w, x.data(), y.data());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("ggml type I32 has no kernel"), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace inkling
