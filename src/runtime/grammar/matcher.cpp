@@ -1,0 +1,360 @@
+#include "runtime/grammar/matcher.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "tensor/error.h"
+
+namespace inkling::grammar {
+
+namespace {
+
+constexpr uint32_t kComplete = 0;  // the empty stack: the root rule has finished
+constexpr uint32_t kBottom = 1;    // stands for the frames cut off a truncated stack
+constexpr uint32_t kNone = 0xFFFFFFFFu;
+// Frames kept in a cache key. Deep enough that the common loops (a string's characters, a
+// number's digits) finish inside the key, shallow enough that the key does not depend on where
+// in the document they are.
+constexpr int kKeyFrames = 3;
+constexpr size_t kMaxStackNodes = size_t(1) << 23;
+constexpr size_t kMaxStacksPerState = 1u << 14;
+constexpr size_t kMaxCachedWalks = 1024;
+constexpr size_t kMaxCachedStates = 256;
+
+struct StackNode {
+  uint32_t pos;     // element index in the grammar
+  uint32_t parent;  // node id
+};
+
+}  // namespace
+
+class MatchEngine {
+ public:
+  MatchEngine(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocabulary> vocabulary)
+      : grammar_(std::move(grammar)), vocabulary_(std::move(vocabulary)) {
+    nodes_.push_back({kNone, kNone});  // kComplete
+    nodes_.push_back({kNone, kNone});  // kBottom
+    per_node_.resize(2);
+  }
+
+  std::vector<uint32_t> initial_state() {
+    std::vector<uint32_t> out;
+    std::vector<std::pair<uint32_t, uint32_t>> starts;
+    for (uint32_t alt : grammar_->rule_alternatives[grammar_->root]) starts.push_back({alt, kComplete});
+    closure(starts, out);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  // The state after one byte (sorted; empty when the byte is not allowed).
+  void advance(const std::vector<uint32_t>& state, uint8_t b, std::vector<uint32_t>& out) {
+    out.clear();
+    next_stamp();
+    for (uint32_t s : state) {
+      if (s < 2 || !byte_set(s).contains(b)) continue;
+      for (uint32_t t : successors(s)) {
+        if (stamp_[t] == stamp_now_) continue;
+        stamp_[t] = stamp_now_;
+        out.push_back(t);
+      }
+    }
+    if (out.size() > kMaxStacksPerState) throw Error("grammar: too ambiguous (more than 16384 parses at once)");
+    std::sort(out.begin(), out.end());
+  }
+
+  void allowed_tokens(const std::vector<uint32_t>& state, TokenMask& mask) {
+    const TokenVocabulary& vocab = *vocabulary_;
+    auto cached = state_cache_.find(state);
+    if (cached != state_cache_.end()) {
+      mask = cached->second;
+      ++stats_.state_hits;
+      return;
+    }
+    mask = TokenMask(vocab.mask_size());
+    for (uint32_t s : state) {
+      if (s == kComplete) {
+        for (int32_t id : vocab.end_tokens()) mask.allow(id);
+        continue;
+      }
+      auto [key, lower] = truncation(s);
+      const Walk& walk = cached_walk(key);
+      auto& words = mask.words();
+      const auto& from = walk.accepted.words();
+      for (size_t w = 0; w < words.size(); ++w) words[w] |= from[w];
+      if (lower == kNone || walk.bottom_nodes.empty()) continue;
+      // Tokens that finish the key's frames mid-token go on in the real stack below them.
+      const std::vector<uint32_t>& below = closure_at(lower);
+      for (uint32_t node : walk.bottom_nodes) {
+        ++stats_.resolutions;
+        trie_walk(below, node + 1, vocab.subtree_end(node), vocab.node_depth(node), mask, nullptr);
+      }
+    }
+    if (state_cache_.size() >= kMaxCachedStates) state_cache_.clear();
+    state_cache_.emplace(state, mask);
+  }
+
+  MatcherStats stats() const {
+    MatcherStats out = stats_;
+    out.stack_nodes = nodes_.size();
+    out.cached_walks = walks_.size();
+    return out;
+  }
+
+  const TokenVocabulary* vocabulary() const { return vocabulary_.get(); }
+
+ private:
+  struct PerNode {
+    uint32_t succ_begin = kNone, succ_end = 0;          // successors after the top byte set
+    uint32_t closure_begin = kNone, closure_end = 0;    // closure of the node as a return position
+    uint32_t key = kNone, lower = kNone;                // truncation
+  };
+  struct Walk {
+    TokenMask accepted;
+    std::vector<uint32_t> bottom_nodes;  // trie nodes where a path reached kBottom with bytes to go
+  };
+
+  const ByteSet& byte_set(uint32_t node) const {
+    return grammar_->byte_sets[grammar_->elements[nodes_[node].pos].value];
+  }
+
+  void next_stamp() {
+    if (stamp_.size() < nodes_.size()) stamp_.resize(nodes_.size() + nodes_.size() / 2 + 16, 0);
+    if (++stamp_now_ == 0) {
+      std::fill(stamp_.begin(), stamp_.end(), 0);
+      stamp_now_ = 1;
+    }
+  }
+
+  uint32_t intern(uint32_t pos, uint32_t parent) {
+    uint64_t key = (uint64_t(pos) << 32) | parent;
+    auto [it, inserted] = index_.try_emplace(key, uint32_t(nodes_.size()));
+    if (inserted) {
+      if (nodes_.size() >= kMaxStackNodes) throw Error("grammar: parser state grew past its limit");
+      nodes_.push_back({pos, parent});
+      per_node_.emplace_back();
+    }
+    return it->second;
+  }
+
+  // Expands (position, parent) pairs until every stack's top is a byte set, or the stack is
+  // empty (kComplete) or cut (kBottom); appends those stacks to `out`, without duplicates.
+  void closure(std::vector<std::pair<uint32_t, uint32_t>> work, std::vector<uint32_t>& out) {
+    const auto& elements = grammar_->elements;
+    std::unordered_set<uint64_t> visited;
+    std::unordered_set<uint32_t> emitted(out.begin(), out.end());
+    while (!work.empty()) {
+      auto [pos, parent] = work.back();
+      work.pop_back();
+      if (!visited.insert((uint64_t(pos) << 32) | parent).second) continue;
+      const Element& e = elements[pos];
+      if (e.kind == ElementKind::kEnd) {
+        if (parent == kComplete || parent == kBottom) {
+          if (emitted.insert(parent).second) out.push_back(parent);
+        } else {
+          work.push_back({nodes_[parent].pos, nodes_[parent].parent});
+        }
+      } else if (e.kind == ElementKind::kBytes) {
+        uint32_t node = intern(pos, parent);
+        if (emitted.insert(node).second) out.push_back(node);
+      } else {
+        // A call in tail position returns straight to the caller's caller: loops written as
+        // right recursion keep the stack flat.
+        uint32_t ret = elements[pos + 1].kind == ElementKind::kEnd ? parent : intern(pos + 1, parent);
+        for (uint32_t alt : grammar_->rule_alternatives[e.value]) work.push_back({alt, ret});
+      }
+      if (out.size() > kMaxStacksPerState) throw Error("grammar: too ambiguous (more than 16384 parses at once)");
+    }
+  }
+
+  struct Span {
+    const uint32_t* b;
+    const uint32_t* e;
+    const uint32_t* begin() const { return b; }
+    const uint32_t* end() const { return e; }
+  };
+
+  Span successors(uint32_t node) {
+    if (per_node_[node].succ_begin == kNone) {
+      std::vector<uint32_t> out;
+      closure({{nodes_[node].pos + 1, nodes_[node].parent}}, out);
+      per_node_[node].succ_begin = uint32_t(pool_.size());
+      pool_.insert(pool_.end(), out.begin(), out.end());
+      per_node_[node].succ_end = uint32_t(pool_.size());
+      if (stamp_.size() < nodes_.size()) stamp_.resize(nodes_.size() + nodes_.size() / 2 + 16, 0);
+    }
+    const PerNode& p = per_node_[node];
+    return {pool_.data() + p.succ_begin, pool_.data() + p.succ_end};
+  }
+
+  const std::vector<uint32_t>& closure_at(uint32_t node) {
+    auto it = closure_memo_.find(node);
+    if (it != closure_memo_.end()) return it->second;
+    std::vector<uint32_t> out;
+    closure({{nodes_[node].pos, nodes_[node].parent}}, out);
+    std::sort(out.begin(), out.end());
+    return closure_memo_.emplace(node, std::move(out)).first->second;
+  }
+
+  // The node cut to its top kKeyFrames frames over kBottom, and the real frame below the cut
+  // (kNone when the stack is no deeper than that).
+  std::pair<uint32_t, uint32_t> truncation(uint32_t node) {
+    if (per_node_[node].key != kNone) return {per_node_[node].key, per_node_[node].lower};
+    uint32_t frames[kKeyFrames];
+    uint32_t at = node;
+    int depth = 0;
+    while (depth < kKeyFrames && at != kComplete && at != kBottom) {
+      frames[depth++] = at;
+      at = nodes_[at].parent;
+    }
+    uint32_t key = node, lower = kNone;
+    if (at != kComplete && at != kBottom) {
+      lower = at;
+      key = kBottom;
+      for (int i = depth - 1; i >= 0; --i) key = intern(nodes_[frames[i]].pos, key);
+    }
+    per_node_[node].key = key;
+    per_node_[node].lower = lower;
+    return {key, lower};
+  }
+
+  const Walk& cached_walk(uint32_t key) {
+    auto it = walks_.find(key);
+    if (it != walks_.end()) return it->second;
+    if (walks_.size() >= kMaxCachedWalks) walks_.clear();
+    ++stats_.walks;
+    Walk walk;
+    walk.accepted = TokenMask(vocabulary_->mask_size());
+    std::vector<uint32_t> start{key};
+    trie_walk(start, 1, uint32_t(vocabulary_->node_count()), 0, walk.accepted, &walk.bottom_nodes);
+    return walks_.emplace(key, std::move(walk)).first->second;
+  }
+
+  // Marks every token in trie nodes [begin, end) (a run of whole subtrees below a node of depth
+  // `base_depth`) that `start` can consume entirely.
+  void trie_walk(const std::vector<uint32_t>& start, uint32_t begin, uint32_t end, uint32_t base_depth,
+                 TokenMask& accepted, std::vector<uint32_t>* bottom_nodes) {
+    const TokenVocabulary& vocab = *vocabulary_;
+    if (levels_.size() < vocab.max_depth() + 1) levels_.resize(vocab.max_depth() + 1);
+    levels_[0] = start;
+    for (uint32_t i = begin; i < end;) {
+      const uint32_t d = vocab.node_depth(i) - base_depth;
+      const std::vector<uint32_t>& from = levels_[d - 1];
+      std::vector<uint32_t>& next = levels_[d];
+      next.clear();
+      const uint8_t b = vocab.node_byte(i);
+      bool reached_bottom = false, complete = false;
+      next_stamp();
+      for (uint32_t s : from) {
+        if (s < 2 || !byte_set(s).contains(b)) continue;
+        for (uint32_t t : successors(s)) {
+          if (t == kBottom) {
+            reached_bottom = true;
+          } else if (t == kComplete) {
+            complete = true;
+          } else if (stamp_[t] != stamp_now_) {
+            stamp_[t] = stamp_now_;
+            next.push_back(t);
+          }
+        }
+      }
+      if (next.empty() && !reached_bottom && !complete) {
+        i = vocab.subtree_end(i);
+        continue;
+      }
+      for (const int32_t* t = vocab.tokens_begin(i); t != vocab.tokens_end(i); ++t) accepted.allow(*t);
+      const bool has_children = vocab.subtree_end(i) > i + 1;
+      if (reached_bottom && bottom_nodes && has_children) bottom_nodes->push_back(i);
+      if (next.empty() || !has_children) {
+        i = vocab.subtree_end(i);
+        continue;
+      }
+      ++i;
+    }
+  }
+
+  std::shared_ptr<const Grammar> grammar_;
+  std::shared_ptr<const TokenVocabulary> vocabulary_;
+  std::vector<StackNode> nodes_;
+  std::vector<PerNode> per_node_;
+  std::unordered_map<uint64_t, uint32_t> index_;
+  std::vector<uint32_t> pool_;
+  std::unordered_map<uint32_t, std::vector<uint32_t>> closure_memo_;
+  std::vector<uint32_t> stamp_;
+  uint32_t stamp_now_ = 0;
+  std::vector<std::vector<uint32_t>> levels_;
+  std::unordered_map<uint32_t, Walk> walks_;
+  std::map<std::vector<uint32_t>, TokenMask> state_cache_;
+  MatcherStats stats_;
+};
+
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocabulary> vocabulary)
+    : engine_(std::make_shared<MatchEngine>(std::move(grammar), vocabulary)), vocabulary_(std::move(vocabulary)) {
+  reset();
+}
+
+void GrammarMatcher::reset() {
+  history_.assign(1, engine_->initial_state());
+  finished_history_.assign(1, false);
+  state_ = history_.back();
+  finished_ = false;
+}
+
+bool GrammarMatcher::can_end() const {
+  return !finished_ && !state_.empty() && state_.front() == kComplete;
+}
+
+bool GrammarMatcher::accept_bytes(std::string_view bytes) {
+  if (finished_) return false;
+  std::vector<uint32_t> current = state_, next;
+  for (char c : bytes) {
+    engine_->advance(current, uint8_t(c), next);
+    if (next.empty()) return false;
+    current.swap(next);
+  }
+  state_ = std::move(current);
+  history_.push_back(state_);
+  finished_history_.push_back(false);
+  return true;
+}
+
+bool GrammarMatcher::accept_token(int32_t id) {
+  if (finished_ || !vocabulary_) return false;
+  const auto& ends = vocabulary_->end_tokens();
+  if (std::find(ends.begin(), ends.end(), id) != ends.end()) {
+    if (!can_end()) return false;
+    finished_ = true;
+    history_.push_back(state_);
+    finished_history_.push_back(true);
+    return true;
+  }
+  if (!vocabulary_->in_trie(id)) return false;
+  return accept_bytes(vocabulary_->bytes(id));
+}
+
+void GrammarMatcher::allowed_tokens(TokenMask& mask) {
+  if (!vocabulary_) throw Error("grammar: allowed_tokens needs a vocabulary");
+  if (finished_) {
+    mask = TokenMask(vocabulary_->mask_size());
+    return;
+  }
+  engine_->allowed_tokens(state_, mask);
+}
+
+void GrammarMatcher::rollback(size_t tokens) {
+  if (tokens > accepted_count()) throw Error("grammar: rollback past the start");
+  history_.resize(history_.size() - tokens);
+  finished_history_.resize(history_.size());
+  state_ = history_.back();
+  finished_ = finished_history_.back();
+}
+
+MatcherStats GrammarMatcher::stats() const { return engine_->stats(); }
+
+bool grammar_accepts(const std::shared_ptr<const Grammar>& grammar, std::string_view text) {
+  GrammarMatcher matcher(grammar, nullptr);
+  return matcher.accept_bytes(text) && matcher.can_end();
+}
+
+}  // namespace inkling::grammar
