@@ -120,9 +120,13 @@ TEST(JsonSchema, EnumConstAnyOf) {
   EXPECT_TRUE(o("false"));
   EXPECT_TRUE(o("null"));
   Checker all(json::parse(R"({"allOf":[{"properties":{"a":{"type":"integer"}},"required":["a"]},
-                                       {"properties":{"b":{"type":"integer"}},"required":["b"]}],"additionalProperties":false})"));
+                                       {"properties":{"b":{"type":"integer"}},"required":["b"]}]})"));
   EXPECT_TRUE(all(R"({"a":1,"b":2})"));
   EXPECT_FALSE(all(R"({"a":1})"));
+  // additionalProperties only sees the properties beside it: {"a":1,"b":2} is invalid here, and
+  // merging the members would have admitted it (the validity test caught exactly that).
+  expect_refused(json::parse(R"({"allOf":[{"properties":{"a":{"type":"integer"}}},{"properties":{"b":{"type":"integer"}}}],
+                                "additionalProperties":false})"), "additionalProperties beside allOf");
 }
 
 TEST(JsonSchema, RefsAndRecursion) {

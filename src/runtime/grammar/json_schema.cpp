@@ -192,6 +192,30 @@ class SchemaCompiler {
     }
     if (!extra.is_object()) throw Error("JSON Schema: a subschema must be an object or a boolean");
     const json& add = extra.contains("$ref") && extra["$ref"].is_string() && extra.size() == 1 ? resolve(extra["$ref"].get<std::string>()) : extra;
+    // additionalProperties sees only the properties beside it: merging would let it admit (or
+    // forbid) names it never saw, so a closed side may not meet names it does not declare.
+    auto closed = [](const json& s) {
+      return s.contains("additionalProperties") &&
+             !(s["additionalProperties"].is_boolean() && s["additionalProperties"].get<bool>());
+    };
+    auto names = [](const json& s) {
+      std::vector<std::string> out;
+      if (s.contains("properties") && s["properties"].is_object())
+        for (auto p = s["properties"].begin(); p != s["properties"].end(); ++p) out.push_back(p.key());
+      if (s.contains("required") && s["required"].is_array())
+        for (const auto& r : s["required"])
+          if (r.is_string()) out.push_back(r.get<std::string>());
+      return out;
+    };
+    auto declares = [](const json& s, const std::string& key) {
+      return s.contains("properties") && s["properties"].is_object() && s["properties"].contains(key);
+    };
+    for (const auto& [closed_side, other] : {std::pair<const json*, const json*>{&base, &add}, {&add, &base}}) {
+      if (!closed(*closed_side)) continue;
+      for (const std::string& key : names(*other))
+        if (!declares(*closed_side, key))
+          unsupported("additionalProperties beside allOf / anyOf / $ref members that add properties (\"" + key + "\")");
+    }
     for (auto it = add.begin(); it != add.end(); ++it) {
       if (it.key() == "properties" && base.contains("properties") && base["properties"].is_object() && it->is_object()) {
         for (auto p = it->begin(); p != it->end(); ++p) base["properties"][p.key()] = *p;
@@ -532,8 +556,14 @@ class SchemaCompiler {
     for (size_t i = 0; i < trie.size(); ++i) {
       std::string others = "[^\"\\\\\\x00-\\x1F";
       for (const auto& child : trie[i].children) {
+        // \xHH / \uHHHH where they suffice: other GBNF readers take the 8-digit form badly.
         char buf[16];
-        std::snprintf(buf, sizeof buf, "\\U%08X", child.first);
+        if (child.first < 0x100)
+          std::snprintf(buf, sizeof buf, "\\x%02X", child.first);
+        else if (child.first < 0x10000)
+          std::snprintf(buf, sizeof buf, "\\u%04X", child.first);
+        else
+          std::snprintf(buf, sizeof buf, "\\U%08X", child.first);
         others += buf;
       }
       others += "]";

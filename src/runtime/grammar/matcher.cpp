@@ -104,7 +104,75 @@ class MatchEngine {
 
   const TokenVocabulary* vocabulary() const { return vocabulary_.get(); }
 
+  // The shortest completion over the stacks of `state`.
+  std::string shortest_completion(const std::vector<uint32_t>& state) {
+    if (state.empty()) return {};
+    if (state.front() == kComplete) return {};
+    shortest_lengths();
+    std::string best;
+    bool have = false;
+    for (uint32_t s : state) {
+      if (s < 2) continue;
+      std::string text = completion_of(s);
+      if (!have || text.size() < best.size()) best = std::move(text), have = true;
+    }
+    return best;
+  }
+
  private:
+  // Per rule, the length of its shortest derivation and the alternative that gives it.
+  void shortest_lengths() {
+    if (!min_length_.empty()) return;
+    const Grammar& g = *grammar_;
+    constexpr uint64_t kInfinite = ~uint64_t(0) >> 2;
+    min_length_.assign(g.rule_count(), kInfinite);
+    best_alternative_.assign(g.rule_count(), kNone);
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (uint32_t r = 0; r < g.rule_count(); ++r) {
+        for (uint32_t alt : g.rule_alternatives[r]) {
+          uint64_t length = 0;
+          for (uint32_t p = alt; g.elements[p].kind != ElementKind::kEnd && length < kInfinite; ++p)
+            length += g.elements[p].kind == ElementKind::kBytes ? 1 : min_length_[g.elements[p].value];
+          if (length < min_length_[r]) {
+            min_length_[r] = length;
+            best_alternative_[r] = alt;
+            changed = true;
+          }
+        }
+      }
+    }
+  }
+
+  // The rest of stack `node` (its alternative from its position, then each caller's), each rule
+  // by its shortest alternative; the smallest byte of each byte set.
+  std::string completion_of(uint32_t node) {
+    const Grammar& g = *grammar_;
+    std::string out;
+    std::vector<uint32_t> positions;  // a stack of element positions still to expand
+    for (uint32_t at = node; at >= 2; at = nodes_[at].parent) positions.push_back(nodes_[at].pos);
+    std::reverse(positions.begin(), positions.end());
+    while (!positions.empty()) {
+      uint32_t p = positions.back();
+      positions.pop_back();
+      const Element& e = g.elements[p];
+      if (e.kind == ElementKind::kEnd) continue;
+      positions.push_back(p + 1);
+      if (e.kind == ElementKind::kBytes) {
+        const ByteSet& set = g.byte_sets[e.value];
+        for (unsigned b = 0; b < 256; ++b) {
+          if (set.contains(uint8_t(b))) {
+            out += char(b);
+            break;
+          }
+        }
+      } else {
+        positions.push_back(best_alternative_[e.value]);
+      }
+    }
+    return out;
+  }
+
   struct PerNode {
     uint32_t succ_begin = kNone, succ_end = 0;          // successors after the top byte set
     uint32_t closure_begin = kNone, closure_end = 0;    // closure of the node as a return position
@@ -287,6 +355,8 @@ class MatchEngine {
   std::unordered_map<uint32_t, Walk> walks_;
   std::map<std::vector<uint32_t>, TokenMask> state_cache_;
   MatcherStats stats_;
+  std::vector<uint64_t> min_length_;
+  std::vector<uint32_t> best_alternative_;
 };
 
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocabulary> vocabulary)
@@ -348,6 +418,11 @@ void GrammarMatcher::rollback(size_t tokens) {
   finished_history_.resize(history_.size());
   state_ = history_.back();
   finished_ = finished_history_.back();
+}
+
+std::string GrammarMatcher::shortest_completion() const {
+  if (finished_) return {};
+  return engine_->shortest_completion(state_);
 }
 
 MatcherStats GrammarMatcher::stats() const { return engine_->stats(); }

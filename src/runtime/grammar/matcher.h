@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -52,6 +53,9 @@ class GrammarMatcher {
   void allowed_tokens(TokenMask& mask);
 
   bool can_end() const;
+  // The shortest bytes that take the current state to where the grammar may end (empty when it
+  // may end now): a way to close the output when a length budget runs out.
+  std::string shortest_completion() const;
   // An end token was accepted.
   bool finished() const { return finished_; }
   // Undoes the last `tokens` accepted tokens (accept_bytes counts as one).
