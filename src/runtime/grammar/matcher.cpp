@@ -20,8 +20,10 @@ constexpr uint32_t kNone = 0xFFFFFFFFu;
 constexpr int kKeyFrames = 3;
 constexpr size_t kMaxStackNodes = size_t(1) << 23;
 constexpr size_t kMaxStacksPerState = 1u << 14;
-constexpr size_t kMaxCachedWalks = 1024;
-constexpr size_t kMaxCachedStates = 256;
+// Cache budgets in bytes: a dense mask of the 200k vocabulary is 25 KB, a sparse one 4 bytes a
+// token. Past a budget the cache starts over.
+constexpr size_t kWalkCacheBytes = size_t(96) << 20;
+constexpr size_t kStateCacheBytes = size_t(32) << 20;
 
 struct StackNode {
   uint32_t pos;     // element index in the grammar
@@ -81,8 +83,12 @@ class MatchEngine {
       auto [key, lower] = truncation(s);
       const Walk& walk = cached_walk(key);
       auto& words = mask.words();
-      const auto& from = walk.accepted.words();
-      for (size_t w = 0; w < words.size(); ++w) words[w] |= from[w];
+      if (walk.dense) {
+        const auto& from = walk.accepted.words();
+        for (size_t w = 0; w < words.size(); ++w) words[w] |= from[w];
+      } else {
+        for (int32_t id : walk.sparse) mask.allow(id);
+      }
       if (lower == kNone || walk.bottom_nodes.empty()) continue;
       // Tokens that finish the key's frames mid-token go on in the real stack below them.
       const std::vector<uint32_t>& below = closure_at(lower);
@@ -91,7 +97,11 @@ class MatchEngine {
         trie_walk(below, node + 1, vocab.subtree_end(node), vocab.node_depth(node), mask, nullptr);
       }
     }
-    if (state_cache_.size() >= kMaxCachedStates) state_cache_.clear();
+    state_cache_bytes_ += mask.words().size() * 8 + state.size() * 4 + 64;
+    if (state_cache_bytes_ > kStateCacheBytes) {
+      state_cache_.clear();
+      state_cache_bytes_ = 0;
+    }
     state_cache_.emplace(state, mask);
   }
 
@@ -179,7 +189,9 @@ class MatchEngine {
     uint32_t key = kNone, lower = kNone;                // truncation
   };
   struct Walk {
-    TokenMask accepted;
+    bool dense = true;
+    TokenMask accepted;         // when dense
+    std::vector<int32_t> sparse;  // otherwise
     std::vector<uint32_t> bottom_nodes;  // trie nodes where a path reached kBottom with bytes to go
   };
 
@@ -290,12 +302,21 @@ class MatchEngine {
   const Walk& cached_walk(uint32_t key) {
     auto it = walks_.find(key);
     if (it != walks_.end()) return it->second;
-    if (walks_.size() >= kMaxCachedWalks) walks_.clear();
+    if (walk_cache_bytes_ > kWalkCacheBytes) {
+      walks_.clear();
+      walk_cache_bytes_ = 0;
+    }
     ++stats_.walks;
     Walk walk;
     walk.accepted = TokenMask(vocabulary_->mask_size());
     std::vector<uint32_t> start{key};
     trie_walk(start, 1, uint32_t(vocabulary_->node_count()), 0, walk.accepted, &walk.bottom_nodes);
+    if (walk.accepted.count() * 32 < size_t(vocabulary_->mask_size())) {
+      walk.sparse = walk.accepted.ids();
+      walk.accepted = TokenMask();
+      walk.dense = false;
+    }
+    walk_cache_bytes_ += walk.accepted.words().size() * 8 + walk.sparse.size() * 4 + walk.bottom_nodes.size() * 4 + 64;
     return walks_.emplace(key, std::move(walk)).first->second;
   }
 
@@ -354,6 +375,7 @@ class MatchEngine {
   std::vector<std::vector<uint32_t>> levels_;
   std::unordered_map<uint32_t, Walk> walks_;
   std::map<std::vector<uint32_t>, TokenMask> state_cache_;
+  size_t walk_cache_bytes_ = 0, state_cache_bytes_ = 0;
   MatcherStats stats_;
   std::vector<uint64_t> min_length_;
   std::vector<uint32_t> best_alternative_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
 #include <numeric>
 
 #include "runtime/tokenizer/tokenizer.h"
@@ -20,6 +21,18 @@ std::vector<int32_t> TokenMask::ids() const {
   for (size_t w = 0; w < words_.size(); ++w)
     for (uint64_t bits = words_[w]; bits; bits &= bits - 1) out.push_back(int32_t(w * 64 + size_t(std::countr_zero(bits))));
   return out;
+}
+
+void mask_logits(const TokenMask& mask, std::span<float> logits) {
+  const float kNegativeInfinity = -std::numeric_limits<float>::infinity();
+  const auto& words = mask.words();
+  const size_t n = logits.size();
+  for (size_t w = 0; w * 64 < n; ++w) {
+    const uint64_t bits = w < words.size() ? words[w] : 0;
+    if (bits == ~uint64_t(0) && (w + 1) * 64 <= n) continue;
+    for (size_t b = 0; b < 64 && w * 64 + b < n; ++b)
+      if (!((bits >> b) & 1)) logits[w * 64 + b] = kNegativeInfinity;
+  }
 }
 
 TokenVocabulary::TokenVocabulary(const std::vector<std::string>& token_bytes, const std::vector<bool>& excluded,

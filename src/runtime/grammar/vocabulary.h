@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,10 @@ class TokenMask {
   int32_t size_ = 0;
   std::vector<uint64_t> words_;
 };
+
+// Sets the logit of every token the mask does not allow to -inf (ids past the mask too), so no
+// sampler draws it.
+void mask_logits(const TokenMask& mask, std::span<float> logits);
 
 class TokenVocabulary {
  public:
