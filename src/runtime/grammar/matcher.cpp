@@ -1,6 +1,7 @@
 #include "runtime/grammar/matcher.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -24,6 +25,7 @@ constexpr size_t kMaxStacksPerState = 1u << 14;
 // token. Past a budget the cache starts over.
 constexpr size_t kWalkCacheBytes = size_t(96) << 20;
 constexpr size_t kStateCacheBytes = size_t(32) << 20;
+constexpr size_t kWalkStateBytes = size_t(64) << 20;  // the transition tables of trie walks
 
 struct StackNode {
   uint32_t pos;     // element index in the grammar
@@ -39,6 +41,7 @@ class MatchEngine {
     nodes_.push_back({kNone, kNone});  // kComplete
     nodes_.push_back({kNone, kNone});  // kBottom
     per_node_.resize(2);
+    top_set_.assign(2, 0);
   }
 
   std::vector<uint32_t> initial_state() {
@@ -195,9 +198,7 @@ class MatchEngine {
     std::vector<uint32_t> bottom_nodes;  // trie nodes where a path reached kBottom with bytes to go
   };
 
-  const ByteSet& byte_set(uint32_t node) const {
-    return grammar_->byte_sets[grammar_->elements[nodes_[node].pos].value];
-  }
+  const ByteSet& byte_set(uint32_t node) const { return grammar_->byte_sets[top_set_[node]]; }
 
   void next_stamp() {
     if (stamp_.size() < nodes_.size()) stamp_.resize(nodes_.size() + nodes_.size() / 2 + 16, 0);
@@ -214,6 +215,8 @@ class MatchEngine {
       if (nodes_.size() >= kMaxStackNodes) throw Error("grammar: parser state grew past its limit");
       nodes_.push_back({pos, parent});
       per_node_.emplace_back();
+      const Element& e = grammar_->elements[pos];
+      top_set_.push_back(e.kind == ElementKind::kBytes ? e.value : 0);
     }
     return it->second;
   }
@@ -320,45 +323,90 @@ class MatchEngine {
     return walks_.emplace(key, std::move(walk)).first->second;
   }
 
+  // Sets of live stacks met in trie walks, interned, with their transitions by byte filled in
+  // as they are first needed: the walk then costs one table lookup per trie node, however many
+  // stacks a state has (a JSON string's state has one per UTF-8 length and one for escapes).
+  struct WalkState {
+    std::vector<uint32_t> stacks;  // sorted, without kComplete / kBottom
+    bool complete = false, bottom = false;
+  };
+  static constexpr uint32_t kDeadState = 0;
+  static constexpr uint32_t kUnknown = 0xFFFFFFFFu;
+
+  uint32_t intern_walk_state(WalkState state) {
+    std::vector<uint32_t> key = state.stacks;
+    key.push_back(uint32_t(state.complete) | (uint32_t(state.bottom) << 1));
+    auto [it, inserted] = walk_state_ids_.try_emplace(std::move(key), uint32_t(walk_states_.size()));
+    if (inserted) {
+      walk_states_.push_back(std::move(state));
+      transitions_.emplace_back();
+      transitions_.back().fill(kUnknown);
+    }
+    return it->second;
+  }
+
+  uint32_t transition(uint32_t from, uint8_t b) {
+    uint32_t& cached = transitions_[from][b];
+    if (cached != kUnknown) return cached;
+    WalkState next;
+    next_stamp();
+    for (uint32_t s : walk_states_[from].stacks) {
+      if (!byte_set(s).contains(b)) continue;
+      for (uint32_t t : successors(s)) {
+        if (t == kBottom) {
+          next.bottom = true;
+        } else if (t == kComplete) {
+          next.complete = true;
+        } else if (stamp_[t] != stamp_now_) {
+          stamp_[t] = stamp_now_;
+          next.stacks.push_back(t);
+        }
+      }
+    }
+    std::sort(next.stacks.begin(), next.stacks.end());
+    const bool dead = next.stacks.empty() && !next.bottom && !next.complete;
+    const uint32_t id = dead ? kDeadState : intern_walk_state(std::move(next));
+    transitions_[from][b] = id;  // `cached` may dangle: interning grows transitions_
+    return id;
+  }
+
   // Marks every token in trie nodes [begin, end) (a run of whole subtrees below a node of depth
   // `base_depth`) that `start` can consume entirely.
   void trie_walk(const std::vector<uint32_t>& start, uint32_t begin, uint32_t end, uint32_t base_depth,
                  TokenMask& accepted, std::vector<uint32_t>* bottom_nodes) {
     const TokenVocabulary& vocab = *vocabulary_;
-    if (levels_.size() < vocab.max_depth() + 1) levels_.resize(vocab.max_depth() + 1);
-    levels_[0] = start;
+    if (walk_states_.empty() || transitions_.size() * sizeof(transitions_[0]) > kWalkStateBytes) {
+      walk_states_.assign(1, WalkState{});  // kDeadState
+      transitions_.assign(1, {});
+      transitions_[0].fill(kDeadState);
+      walk_state_ids_.clear();
+    }
+    WalkState first;
+    for (uint32_t s : start) {
+      if (s == kComplete) first.complete = true;
+      else if (s == kBottom) first.bottom = true;
+      else first.stacks.push_back(s);
+    }
+    std::sort(first.stacks.begin(), first.stacks.end());
+    first.stacks.erase(std::unique(first.stacks.begin(), first.stacks.end()), first.stacks.end());
+    level_states_.resize(vocab.max_depth() + 1);
+    level_states_[0] = intern_walk_state(std::move(first));
     for (uint32_t i = begin; i < end;) {
       const uint32_t d = vocab.node_depth(i) - base_depth;
-      const std::vector<uint32_t>& from = levels_[d - 1];
-      std::vector<uint32_t>& next = levels_[d];
-      next.clear();
-      const uint8_t b = vocab.node_byte(i);
-      bool reached_bottom = false, complete = false;
-      next_stamp();
-      for (uint32_t s : from) {
-        if (s < 2 || !byte_set(s).contains(b)) continue;
-        for (uint32_t t : successors(s)) {
-          if (t == kBottom) {
-            reached_bottom = true;
-          } else if (t == kComplete) {
-            complete = true;
-          } else if (stamp_[t] != stamp_now_) {
-            stamp_[t] = stamp_now_;
-            next.push_back(t);
-          }
-        }
-      }
-      if (next.empty() && !reached_bottom && !complete) {
+      const uint32_t next = transition(level_states_[d - 1], vocab.node_byte(i));
+      if (next == kDeadState) {
         i = vocab.subtree_end(i);
         continue;
       }
       for (const int32_t* t = vocab.tokens_begin(i); t != vocab.tokens_end(i); ++t) accepted.allow(*t);
       const bool has_children = vocab.subtree_end(i) > i + 1;
-      if (reached_bottom && bottom_nodes && has_children) bottom_nodes->push_back(i);
-      if (next.empty() || !has_children) {
+      const WalkState& state = walk_states_[next];
+      if (state.bottom && bottom_nodes && has_children) bottom_nodes->push_back(i);
+      if (state.stacks.empty() || !has_children) {
         i = vocab.subtree_end(i);
         continue;
       }
+      level_states_[d] = next;
       ++i;
     }
   }
@@ -367,12 +415,16 @@ class MatchEngine {
   std::shared_ptr<const TokenVocabulary> vocabulary_;
   std::vector<StackNode> nodes_;
   std::vector<PerNode> per_node_;
+  std::vector<uint32_t> top_set_;  // per node: the byte set index of its top (kBytes tops only)
   std::unordered_map<uint64_t, uint32_t> index_;
   std::vector<uint32_t> pool_;
   std::unordered_map<uint32_t, std::vector<uint32_t>> closure_memo_;
   std::vector<uint32_t> stamp_;
   uint32_t stamp_now_ = 0;
-  std::vector<std::vector<uint32_t>> levels_;
+  std::vector<uint32_t> level_states_;
+  std::vector<WalkState> walk_states_;
+  std::vector<std::array<uint32_t, 256>> transitions_;
+  std::map<std::vector<uint32_t>, uint32_t> walk_state_ids_;
   std::unordered_map<uint32_t, Walk> walks_;
   std::map<std::vector<uint32_t>, TokenMask> state_cache_;
   size_t walk_cache_bytes_ = 0, state_cache_bytes_ = 0;
