@@ -278,7 +278,7 @@ class SchemaCompiler {
       for (const auto& v : values) alts.push_back(gbnf_literal(dump_json(v)));
       return new_rule(name, join_alternatives(alts));
     }
-    const bool nullable = schema.value("nullable", false) == true;
+    const bool nullable = schema.contains("nullable") && schema["nullable"].is_boolean() && schema["nullable"].get<bool>();
     std::vector<std::string> types;
     if (schema.contains("type")) {
       const json& t = schema["type"];
