@@ -177,9 +177,51 @@ def differential(runs, tokens):
     return disagree == 0 and not any(k.startswith("llguidance refused a token") for k in notes)
 
 
+def speed(runs, tokens):
+    """Mask time per token, ours and llguidance's, on the same token paths (not a test: a report)."""
+    import time
+    import llguidance
+    import llguidance.numpy as llnp
+
+    tokenizer = llguidance.LLTokenizer(str(TOKENIZER), n_vocab=VOCAB, eos_token=EOS)
+    ours_ms, theirs_ms, compile_ours, compile_theirs = [], [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "speed.jsonl"
+        report = bench([SCHEMAS], out, "--runs", runs, "--tokens", tokens, "--budget", tokens - 1)
+        for row in report["schemas"]:
+            compile_ours.append(row["compile_ms"])
+        gbnf, grammar = {}, {}
+        bitmask = llnp.allocate_token_bitmask(1, VOCAB)
+        for line in out.read_text().splitlines():
+            run = json.loads(line)
+            if "gbnf" in run:
+                t0 = time.perf_counter()
+                grammar[run["file"]] = llguidance.grammar_from("gbnf", run["gbnf"])
+                llguidance.LLMatcher(tokenizer, grammar[run["file"]], log_level=0)
+                compile_theirs.append((time.perf_counter() - t0) * 1e3)
+            matcher = llguidance.LLMatcher(tokenizer, grammar[run["file"]], log_level=0)
+            for step, token in enumerate(run["tokens"]):
+                t0 = time.perf_counter()
+                llnp.fill_next_token_bitmask(matcher, bitmask)
+                if step > 0:
+                    theirs_ms.append((time.perf_counter() - t0) * 1e3)
+                if not matcher.consume_token(token):
+                    break
+        ours_ms = None
+    med = lambda v: float(np.median(v)) if len(v) else float("nan")
+    p90 = lambda v: float(np.percentile(v, 90)) if len(v) else float("nan")
+    print(f"speed ({len(compile_ours)} schemas x {runs} runs, same token paths):")
+    print(f"  ours:       mask median {report['mask_median_ms']:.4f} ms, p90 {report['mask_p90_ms']:.4f} ms, "
+          f"mean {report['mask_mean_ms']:.4f} ms, max {report['mask_max_ms']:.2f} ms; "
+          f"compile median {med(compile_ours):.2f} ms")
+    print(f"  llguidance: mask median {med(theirs_ms):.4f} ms, p90 {p90(theirs_ms):.4f} ms, mean {float(np.mean(theirs_ms)):.4f} ms, max {float(np.max(theirs_ms)):.2f} ms; "
+          f"compile (GBNF to matcher) median {med(compile_theirs):.2f} ms")
+    return True
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("what", nargs="?", default="all", choices=["validity", "differential", "all"])
+    parser.add_argument("what", nargs="?", default="all", choices=["validity", "differential", "all", "speed"])
     parser.add_argument("--runs", type=int, default=200, help="generations per schema (validity)")
     parser.add_argument("--budget", type=int, default=300, help="sampled tokens before the output is closed")
     parser.add_argument("--diff-runs", type=int, default=3)
@@ -190,6 +232,8 @@ def main():
         ok &= validity(args.runs, args.budget)
     if args.what in ("differential", "all"):
         ok &= differential(args.diff_runs, args.diff_tokens)
+    if args.what == "speed":
+        ok &= speed(args.diff_runs, args.diff_tokens * 4)
     print("structured outputs:", "1 passed, 0 failed" if ok else "0 passed, 1 failed")
     return 0 if ok else 1
 
