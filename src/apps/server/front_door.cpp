@@ -1,5 +1,7 @@
 #include "apps/server/front_door.h"
 
+#include "runtime/grammar/json_schema.h"
+
 #include "runtime/chat/chat_template.h"
 #include "tensor/error.h"
 
@@ -205,6 +207,54 @@ std::optional<std::vector<serve::Message>> ResponseStore::get(const std::string&
   for (auto it = entries_.rbegin(); it != entries_.rend(); ++it)
     if (it->first == id) return it->second;
   return std::nullopt;
+}
+
+namespace {
+
+// GBNF for a format object: Chat Completions nests the schema ({"type": "json_schema",
+// "json_schema": {"schema": ...}}), Responses does not ({"type": "json_schema", "schema": ...}).
+// Empty for "text".
+std::string format_gbnf(const json& format, const std::string& param) {
+  if (!format.is_object()) throw bad_request("\"" + param + "\" must be an object", param);
+  const std::string type = get_string(format, "type").value_or("text");
+  if (type == "text") return {};
+  if (type == "json_object") return grammar::free_json_gbnf(true);
+  if (type != "json_schema") throw bad_request(param + " \"" + type + "\" is not one of text, json_object, json_schema", param);
+  const json* schema = field(format, "schema");
+  if (const json* spec = field(format, "json_schema"); !schema && spec && spec->is_object()) schema = field(*spec, "schema");
+  if (!schema) throw bad_request(param + " json_schema names no schema", param);
+  try {
+    return grammar::json_schema_to_gbnf(*schema);
+  } catch (const Error& e) {
+    throw bad_request(param + ": " + e.what(), param);
+  }
+}
+
+void set_grammar(std::string gbnf, const std::string& param, serve::Request& r) {
+  if (gbnf.empty()) return;
+  if (r.tool_choice == serve::ToolChoice::Required || r.tool_choice == serve::ToolChoice::Function)
+    throw bad_request("a forced tool call and a response format cannot both be enforced", param);
+  try {
+    r.grammar = std::make_shared<grammar::Grammar>(grammar::parse_gbnf(gbnf));
+  } catch (const Error& e) {
+    throw bad_request(std::string(e.what()), param);
+  }
+  r.grammar_key = std::move(gbnf);
+}
+
+}  // namespace
+
+void read_text_format(const json& format, serve::Request& r) { set_grammar(format_gbnf(format, "text.format"), "text.format", r); }
+
+void read_response_format(const json& body, serve::Request& r) {
+  std::string gbnf;
+  if (const json* format = field(body, "response_format")) gbnf = format_gbnf(*format, "response_format");
+  if (const json* text = field(body, "grammar")) {
+    if (!text->is_string()) throw bad_request("\"grammar\" must be a string of GBNF", "grammar");
+    if (!gbnf.empty()) throw bad_request("give \"grammar\" or a JSON response_format, not both", "grammar");
+    gbnf = text->get<std::string>();
+  }
+  set_grammar(std::move(gbnf), field(body, "grammar") ? "grammar" : "response_format", r);
 }
 
 }  // namespace inkling::server
