@@ -23,9 +23,9 @@ constexpr size_t kMaxStackNodes = size_t(1) << 23;
 constexpr size_t kMaxStacksPerState = 1u << 14;
 // Cache budgets in bytes: a dense mask of the 200k vocabulary is 25 KB, a sparse one 4 bytes a
 // token. Past a budget the cache starts over.
-constexpr size_t kWalkCacheBytes = size_t(96) << 20;
-constexpr size_t kStateCacheBytes = size_t(32) << 20;
-constexpr size_t kWalkStateBytes = size_t(64) << 20;  // the transition tables of trie walks
+constexpr size_t kWalkCacheBytes = size_t(48) << 20;
+constexpr size_t kStateCacheBytes = size_t(16) << 20;
+constexpr size_t kWalkStateBytes = size_t(32) << 20;  // the transition tables of trie walks
 
 struct StackNode {
   uint32_t pos;     // element index in the grammar

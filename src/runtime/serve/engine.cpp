@@ -565,7 +565,7 @@ grammar::GrammarMatcher Engine::grammar_matcher(const Request& request) {
     grammar_vocabulary_ = grammar::TokenVocabulary::from_tokenizer(*tokenizer_, int32_t(model_->vocab()), {chat_tokens::kEndMessage});
   auto found = grammar_matchers_.find(request.grammar_key);
   if (found == grammar_matchers_.end()) {
-    if (grammar_matchers_.size() >= 16) grammar_matchers_.clear();  // each holds up to ~130 MB of caches
+    if (grammar_matchers_.size() >= 8) grammar_matchers_.clear();  // each holds up to ~100 MB of caches
     found = grammar_matchers_.emplace(request.grammar_key, grammar::GrammarMatcher(request.grammar, grammar_vocabulary_)).first;
   }
   grammar::GrammarMatcher fresh = found->second;
