@@ -89,3 +89,33 @@ def test_responses_text_format(client):
                                     reasoning={"effort": "none"},
                                     text={"format": {"type": "json_schema", "name": "forecast", "schema": SCHEMA}})
     valid(reply.output_text)
+
+
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "weather for a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 10},
+                                                    "unit": {"enum": ["C", "F"]}},
+                   "required": ["city", "unit"], "additionalProperties": False}}}
+OTHER_TOOL = {"type": "function", "function": {
+    "name": "get_time", "description": "time in a zone",
+    "parameters": {"type": "object", "properties": {"zone": {"type": "string", "pattern": "^[A-Z]{3}$"}},
+                   "required": ["zone"], "additionalProperties": False}}}
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_time"}}])
+def test_forced_tool_call_arguments_follow_the_schema(client, choice):
+    for seed in range(3):
+        reply = ask(client, tools=[WEATHER_TOOL, OTHER_TOOL], tool_choice=choice, seed=seed)
+        calls = reply.choices[0].message.tool_calls
+        assert calls and len(calls) == 1, reply
+        tool = {"get_weather": WEATHER_TOOL, "get_time": OTHER_TOOL}[calls[0].function.name]
+        if isinstance(choice, dict):
+            assert calls[0].function.name == "get_time"
+        jsonschema.validate(json.loads(calls[0].function.arguments), tool["function"]["parameters"])
+
+
+def test_tool_schema_we_cannot_enforce_is_a_400(client):
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "minProperties": 2}}}
+    with pytest.raises(openai.BadRequestError) as error:
+        ask(client, tools=[tool], tool_choice="required")
+    assert "minProperties" in str(error.value)

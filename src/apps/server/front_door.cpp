@@ -1,11 +1,27 @@
 #include "apps/server/front_door.h"
 
+#include <algorithm>
+
 #include "runtime/grammar/json_schema.h"
 
 #include "runtime/chat/chat_template.h"
 #include "tensor/error.h"
 
 namespace inkling::server {
+
+namespace {
+
+// A GBNF string literal of `bytes` (quotes and backslashes escaped).
+std::string gbnf_string_literal(const std::string& bytes) {
+  std::string out = "\"";
+  for (char c : bytes) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
 
 void Turn::add(const Event& e) {
   auto append = [&](Block::Kind kind, const std::string& text) {
@@ -179,14 +195,34 @@ serve::ToolChoice tool_choice_mode(const std::string& value) {
 void check_tool_choice(serve::Request& r, const char* param) {
   if ((r.tool_choice == serve::ToolChoice::Required || r.tool_choice == serve::ToolChoice::Function) && r.tools.empty())
     throw bad_request(std::string("\"") + param + "\" asks for a tool call but no function tools are declared", param);
-  if (r.tool_choice != serve::ToolChoice::Function) return;
-  for (const serve::ToolSpec& tool : r.tools)
-    if (tool.name == r.tool_choice_name) {
-      serve::ToolSpec only = tool;
-      r.tools = {only};
-      return;
+  if (r.tool_choice == serve::ToolChoice::Function) {
+    auto named = std::find_if(r.tools.begin(), r.tools.end(), [&](const serve::ToolSpec& t) { return t.name == r.tool_choice_name; });
+    if (named == r.tools.end())
+      throw bad_request(std::string("\"") + param + "\" names \"" + r.tool_choice_name + "\", which is not among the declared tools", param);
+    serve::ToolSpec only = *named;
+    r.tools = {only};
+  }
+  if (r.tool_choice != serve::ToolChoice::Required && r.tool_choice != serve::ToolChoice::Function) return;
+  // The forced call's JSON follows the tool's parameters schema: compiled here, so a schema we
+  // cannot enforce is a 400 naming the tool rather than a call that may not parse.
+  for (const serve::ToolSpec& tool : r.tools) {
+    std::string args;
+    try {
+      args = grammar::json_schema_to_gbnf(tool.parameters.empty() ? json{{"type", "object"}} : tool.parameters);
+    } catch (const Error& e) {
+      throw bad_request("tool \"" + tool.name + "\" parameters: " + e.what(), param);
     }
-  throw bad_request(std::string("\"") + param + "\" names \"" + r.tool_choice_name + "\", which is not among the declared tools", param);
+    // The schema's GBNF starts with its root rule; it becomes the call's "args".
+    if (args.rfind("root ::= ", 0) != 0) throw bad_request("tool \"" + tool.name + "\": internal grammar error", param);
+    std::string gbnf = "root ::= \"{\" ws \"\\\"name\\\"\" ws \":\" ws " +
+                       gbnf_string_literal(json(tool.name).dump(-1, ' ', false, json::error_handler_t::replace)) +
+                       " ws \",\" ws \"\\\"args\\\"\" ws \":\" ws call-args ws \"}\"\ncall-args ::= " + args.substr(9);
+    try {
+      r.tool_call_grammars[tool.name] = {std::make_shared<grammar::Grammar>(grammar::parse_gbnf(gbnf)), gbnf};
+    } catch (const Error& e) {
+      throw bad_request("tool \"" + tool.name + "\" parameters: " + e.what(), param);
+    }
+  }
 }
 
 std::string sse(const json& data, const std::string& event_name) {

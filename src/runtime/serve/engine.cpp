@@ -315,7 +315,7 @@ void Engine::start(Slot& s, std::unique_ptr<Job> job, size_t reused, std::shared
     // Reasoning: none at effort "none", else at most half of max_tokens, so the answer has room.
     const bool no_reasoning = r.reasoning_effort == "none" || (r.reasoning_effort.is_number() && r.reasoning_effort.get<double>() == 0.0);
     const int64_t budget = no_reasoning ? 0 : r.max_tokens > 0 ? r.max_tokens / 2 : -1;
-    s.constraint.emplace(grammar_matcher(r), budget);
+    s.constraint.emplace(grammar_matcher(r.grammar, r.grammar_key), budget);
   }
   s.started = Clock::now();
   s.info = SlotInfo{s.index, true, s.job->handle->id(), int64_t(s.job->prompt.size()), int64_t(reused), 0,
@@ -540,9 +540,19 @@ void Engine::sample(Slot& s) {
   if (s.constraint && !scripted && s.constraint->allowed(s.allowed, remaining)) grammar::mask_logits(s.allowed, s.logits);
   const int32_t candidate = scripted ? s.script[s.script_next] : s.sampler->sample(s.logits, s.state->tokens);
   bool consumed = true;
-  const int32_t token = s.forcer->active() ? s.forcer->choose(candidate, s.logits, consumed) : candidate;
+  const bool forcing = s.forcer->active();
+  const int32_t token = forcing ? s.forcer->choose(candidate, s.logits, consumed) : candidate;
+  bool constraint_starts = false;
+  if (forcing && !s.forcer->active()) {
+    // The forced call's header is written: its JSON follows the tool's schema from here.
+    auto found = r.tool_call_grammars.find(s.forcer->chosen());
+    if (found != r.tool_call_grammars.end()) {
+      s.constraint = ResponseConstraint::in_block(grammar_matcher(found->second.first, found->second.second));
+      constraint_starts = true;
+    }
+  }
   if (scripted && consumed) ++s.script_next;  // an inserted token leaves the script where it was
-  if (s.constraint) s.constraint->accept(token);
+  if (s.constraint && !constraint_starts) s.constraint->accept(token);
   if (s.generated == 0) s.first_token = Clock::now();
   ++s.generated;
   std::vector<Event> events;
@@ -560,13 +570,13 @@ void Engine::sample(Slot& s) {
   s.pending = token;
 }
 
-grammar::GrammarMatcher Engine::grammar_matcher(const Request& request) {
+grammar::GrammarMatcher Engine::grammar_matcher(const std::shared_ptr<const grammar::Grammar>& grammar, const std::string& key) {
   if (!grammar_vocabulary_)
     grammar_vocabulary_ = grammar::TokenVocabulary::from_tokenizer(*tokenizer_, int32_t(model_->vocab()), {chat_tokens::kEndMessage});
-  auto found = grammar_matchers_.find(request.grammar_key);
+  auto found = grammar_matchers_.find(key);
   if (found == grammar_matchers_.end()) {
     if (grammar_matchers_.size() >= 8) grammar_matchers_.clear();  // each holds up to ~100 MB of caches
-    found = grammar_matchers_.emplace(request.grammar_key, grammar::GrammarMatcher(request.grammar, grammar_vocabulary_)).first;
+    found = grammar_matchers_.emplace(key, grammar::GrammarMatcher(grammar, grammar_vocabulary_)).first;
   }
   grammar::GrammarMatcher fresh = found->second;
   fresh.reset();

@@ -135,7 +135,7 @@ class Engine {
   void finish(Slot& slot, FinishReason reason, std::string error = {});
   // A matcher at the start of `request`'s grammar, sharing the mask caches of earlier requests
   // with the same grammar (only the inference thread uses them).
-  grammar::GrammarMatcher grammar_matcher(const Request& request);
+  grammar::GrammarMatcher grammar_matcher(const std::shared_ptr<const grammar::Grammar>& grammar, const std::string& key);
 
   InklingModel* model_;
   const Tokenizer* tokenizer_;

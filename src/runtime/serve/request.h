@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,6 +62,9 @@ struct Request {
   // door); `grammar_key` (its GBNF text) lets requests with the same grammar share mask caches.
   std::shared_ptr<const grammar::Grammar> grammar;
   std::string grammar_key;
+  // tool_choice required / named: per tool name, the grammar of its call object
+  // {"name": NAME, "args": <the tool's parameters>} and its key.
+  std::map<std::string, std::pair<std::shared_ptr<const grammar::Grammar>, std::string>> tool_call_grammars;
 
   // Test mode only (`inkling serve --test-scripts`): the text, special-token strings included,
   // whose tokens replace sampling one by one; sampling resumes after the last one.

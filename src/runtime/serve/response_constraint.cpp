@@ -13,6 +13,12 @@ ResponseConstraint::ResponseConstraint(grammar::GrammarMatcher matcher, int64_t 
     if (vocab.in_trie(id) && vocab.bytes(id).size() == 1) byte_token_[uint8_t(vocab.bytes(id)[0])] = id;
 }
 
+ResponseConstraint ResponseConstraint::in_block(grammar::GrammarMatcher matcher) {
+  ResponseConstraint constraint(std::move(matcher), 0);
+  constraint.phase_ = Phase::Answer;
+  return constraint;
+}
+
 void ResponseConstraint::only(grammar::TokenMask& mask, int32_t token) const {
   mask = grammar::TokenMask(matcher_.vocabulary()->mask_size());
   mask.allow(token);

@@ -18,6 +18,8 @@ class ResponseConstraint {
   // `matcher`'s vocabulary ends the grammar with <|end_message|>. `reasoning_budget`: reasoning
   // tokens before the answer is forced (0: no reasoning at all; negative: unbounded).
   ResponseConstraint(grammar::GrammarMatcher matcher, int64_t reasoning_budget);
+  // A constraint already inside its block (a forced tool call's JSON, after its header).
+  static ResponseConstraint in_block(grammar::GrammarMatcher matcher);
 
   // The tokens allowed next; false when every token is (inside the reasoning). With
   // `remaining` tokens left of max_tokens (negative: no limit), the answer is closed in time by
