@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what the server's end-to-end tests and the GGUF tests use, only when missing: pytest, the official openai /
 # anthropic clients and selenium into build/test-venv, and Debian's chromium + chromedriver for the
-# chat page's browser tests. Tests and references only: the engine itself never uses Python.
+# chat page's browser tests; llguidance, jsonschema (with rfc3339-validator for its date-time and
+# time checks) and numpy for the structured-output tests. Tests and references only: the engine itself never uses Python.
 # A browser that cannot be installed is a warning (those tests then skip, saying why), an error
 # when INKLING_REQUIRE_BROWSER=1 (CI sets it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=build/test-venv
-packages=(pytest openai anthropic requests selenium gguf)
+packages=(pytest openai anthropic requests selenium gguf llguidance jsonschema rfc3339-validator numpy)
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
 apt_updated=0
 apt_install() {
@@ -25,7 +26,7 @@ if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
   fi
 fi
-if ! "$venv/bin/python" -c "import pytest, openai, anthropic, requests, selenium, gguf" 2>/dev/null; then
+if ! "$venv/bin/python" -c "import pytest, openai, anthropic, requests, selenium, gguf, llguidance, jsonschema, rfc3339_validator, numpy" 2>/dev/null; then
   echo "installing into $venv: ${packages[*]}" >&2
   "$venv/bin/python" -m pip install -q --disable-pip-version-check "${packages[@]}"
 fi

@@ -12,7 +12,9 @@
 #include "model/config.h"
 #include "model/gguf_checkpoint.h"
 #include "model/synth.h"
+#include "io/text_file.h"
 #include "runtime/chat/chat_template.h"
+#include "runtime/grammar/json_schema.h"
 #include "runtime/generate/generator.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "tensor/error.h"
@@ -79,6 +81,8 @@ Runner add_generate(CLI::App& app) {
     bool print_ids = false, no_special = false;
     bool chat = false, show_reasoning = false;  // --chat: through the chat template
     std::string system, reasoning_effort, chat_template;
+    std::string grammar_file, schema_file;  // constrained output (raw generation)
+    bool json = false;
   };
   auto args = std::make_shared<Args>();
   app.add_option("-m,--model", args->model, "checkpoint directory or .gguf file (default: a synthetic demo checkpoint)");
@@ -101,6 +105,11 @@ Runner add_generate(CLI::App& app) {
                                        "with --chat: Jinja template file (overrides the checkpoint's)");
   app.add_option("--logits-out", args->logits_out,
                  "write float32 .npy [n_generated, vocab]: row i = the logits that chose generated token i");
+  auto* grammar_option = app.add_option("--grammar", args->grammar_file, "constrain the output to a GBNF grammar file (docs/grammar.md)");
+  auto* schema_option = app.add_option("--json-schema", args->schema_file, "constrain the output to JSON valid under a JSON Schema file");
+  auto* json_option = app.add_flag("--json", args->json, "constrain the output to a JSON object");
+  grammar_option->excludes(schema_option)->excludes(json_option);
+  schema_option->excludes(json_option);
   return [args, system, effort, show, chat_template] {
     // Every check that needs no weights comes first.
     RunOptions run = args->runtime.apply();
@@ -111,6 +120,17 @@ Runner add_generate(CLI::App& app) {
         if (option->count() > 0) throw Error(option->get_name() + " needs --chat (it applies to the chat template)");
     if (!args->reasoning_effort.empty()) parse_reasoning_effort(args->reasoning_effort);
     if (args->chat && !args->prompt_ids.empty()) throw Error("--chat takes a text prompt (-p), not --prompt-ids");
+    const bool constrained = !args->grammar_file.empty() || !args->schema_file.empty() || args->json;
+    if (constrained && args->chat) throw Error("--grammar, --json-schema and --json apply to raw generation (not --chat yet)");
+    // The grammar is compiled before the weights load: a bad schema is an error in milliseconds.
+    std::shared_ptr<const grammar::Grammar> output_grammar;
+    if (!args->grammar_file.empty())
+      output_grammar = std::make_shared<grammar::Grammar>(
+          grammar::parse_gbnf(read_text_file(args->grammar_file, size_t(16) << 20, "a grammar file")));
+    if (!args->schema_file.empty())
+      output_grammar = std::make_shared<grammar::Grammar>(grammar::compile_json_schema(
+          std::string_view(read_text_file(args->schema_file, size_t(16) << 20, "a JSON Schema file"))));
+    if (args->json) output_grammar = std::make_shared<grammar::Grammar>(grammar::parse_gbnf(grammar::free_json_gbnf(true)));
     if (args->prompt.empty() && args->prompt_ids.empty())
       throw Error("give a prompt with -p TEXT or --prompt-ids 1,2,3");
     require_utf8(args->prompt, "--prompt");
@@ -158,6 +178,12 @@ Runner add_generate(CLI::App& app) {
     options.max_tokens = args->n;
     options.sampling = sampling;
     options.stop_ids = {checkpoint->config().eos_token_id};
+    std::optional<grammar::GrammarMatcher> matcher;
+    if (output_grammar) {
+      if (!tokenizer) throw Error(model_dir + " has no tokenizer.json; a grammar needs one");
+      matcher.emplace(output_grammar, grammar::TokenVocabulary::from_tokenizer(*tokenizer, int32_t(model.vocab()), options.stop_ids));
+      options.constraint = &*matcher;
+    }
 
     std::vector<float> all_logits;
     std::optional<IncrementalDecoder> decoder;

@@ -25,6 +25,7 @@ Runner add_chat(CLI::App& app);      // cmd_chat.cpp
 Runner add_tokenize(CLI::App& app);  // cmd_chat.cpp
 Runner add_render(CLI::App& app);    // cmd_chat.cpp
 Runner add_bench(CLI::App& app);
+Runner add_bench_grammar(CLI::App& app);  // cmd_bench_grammar.cpp
 Runner add_serve(CLI::App& app);    // cmd_serve.cpp
 
 // Options of every command that runs the model (generate, chat, bench).

@@ -33,6 +33,7 @@ const std::vector<Subcommand>& subcommands() {
       {"synth", "write a random-weight checkpoint in a release layout", add_synth},
       {"serve", "OpenAI- and Anthropic-compatible HTTP server (no -m: a synthetic demo model)", add_serve},
       {"bench", "measure prompt and decode speed against the machine's bandwidth and FMA peak", add_bench},
+      {"bench-grammar", "measure grammar compile time and allowed-token mask time per token on schemas", add_bench_grammar},
       {"quantize", "convert an original f32/bf16 checkpoint to mlx-4bit, mlx-8bit or nvfp4", add_quantize},
   };
   return list;

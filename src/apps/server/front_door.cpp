@@ -1,9 +1,27 @@
 #include "apps/server/front_door.h"
 
+#include <algorithm>
+
+#include "runtime/grammar/json_schema.h"
+
 #include "runtime/chat/chat_template.h"
 #include "tensor/error.h"
 
 namespace inkling::server {
+
+namespace {
+
+// A GBNF string literal of `bytes` (quotes and backslashes escaped).
+std::string gbnf_string_literal(const std::string& bytes) {
+  std::string out = "\"";
+  for (char c : bytes) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
 
 void Turn::add(const Event& e) {
   auto append = [&](Block::Kind kind, const std::string& text) {
@@ -177,14 +195,34 @@ serve::ToolChoice tool_choice_mode(const std::string& value) {
 void check_tool_choice(serve::Request& r, const char* param) {
   if ((r.tool_choice == serve::ToolChoice::Required || r.tool_choice == serve::ToolChoice::Function) && r.tools.empty())
     throw bad_request(std::string("\"") + param + "\" asks for a tool call but no function tools are declared", param);
-  if (r.tool_choice != serve::ToolChoice::Function) return;
-  for (const serve::ToolSpec& tool : r.tools)
-    if (tool.name == r.tool_choice_name) {
-      serve::ToolSpec only = tool;
-      r.tools = {only};
-      return;
+  if (r.tool_choice == serve::ToolChoice::Function) {
+    auto named = std::find_if(r.tools.begin(), r.tools.end(), [&](const serve::ToolSpec& t) { return t.name == r.tool_choice_name; });
+    if (named == r.tools.end())
+      throw bad_request(std::string("\"") + param + "\" names \"" + r.tool_choice_name + "\", which is not among the declared tools", param);
+    serve::ToolSpec only = *named;
+    r.tools = {only};
+  }
+  if (r.tool_choice != serve::ToolChoice::Required && r.tool_choice != serve::ToolChoice::Function) return;
+  // The forced call's JSON follows the tool's parameters schema: compiled here, so a schema we
+  // cannot enforce is a 400 naming the tool rather than a call that may not parse.
+  for (const serve::ToolSpec& tool : r.tools) {
+    std::string args;
+    try {
+      args = grammar::json_schema_to_gbnf(tool.parameters.empty() ? json{{"type", "object"}} : tool.parameters);
+    } catch (const Error& e) {
+      throw bad_request("tool \"" + tool.name + "\" parameters: " + e.what(), param);
     }
-  throw bad_request(std::string("\"") + param + "\" names \"" + r.tool_choice_name + "\", which is not among the declared tools", param);
+    // The schema's GBNF starts with its root rule; it becomes the call's "args".
+    if (args.rfind("root ::= ", 0) != 0) throw bad_request("tool \"" + tool.name + "\": internal grammar error", param);
+    std::string gbnf = "root ::= \"{\" ws \"\\\"name\\\"\" ws \":\" ws " +
+                       gbnf_string_literal(json(tool.name).dump(-1, ' ', false, json::error_handler_t::replace)) +
+                       " ws \",\" ws \"\\\"args\\\"\" ws \":\" ws call-args ws \"}\"\ncall-args ::= " + args.substr(9);
+    try {
+      r.tool_call_grammars[tool.name] = {std::make_shared<grammar::Grammar>(grammar::parse_gbnf(gbnf)), gbnf};
+    } catch (const Error& e) {
+      throw bad_request("tool \"" + tool.name + "\" parameters: " + e.what(), param);
+    }
+  }
 }
 
 std::string sse(const json& data, const std::string& event_name) {
@@ -205,6 +243,54 @@ std::optional<std::vector<serve::Message>> ResponseStore::get(const std::string&
   for (auto it = entries_.rbegin(); it != entries_.rend(); ++it)
     if (it->first == id) return it->second;
   return std::nullopt;
+}
+
+namespace {
+
+// GBNF for a format object: Chat Completions nests the schema ({"type": "json_schema",
+// "json_schema": {"schema": ...}}), Responses does not ({"type": "json_schema", "schema": ...}).
+// Empty for "text".
+std::string format_gbnf(const json& format, const std::string& param) {
+  if (!format.is_object()) throw bad_request("\"" + param + "\" must be an object", param);
+  const std::string type = get_string(format, "type").value_or("text");
+  if (type == "text") return {};
+  if (type == "json_object") return grammar::free_json_gbnf(true);
+  if (type != "json_schema") throw bad_request(param + " \"" + type + "\" is not one of text, json_object, json_schema", param);
+  const json* schema = field(format, "schema");
+  if (const json* spec = field(format, "json_schema"); !schema && spec && spec->is_object()) schema = field(*spec, "schema");
+  if (!schema) throw bad_request(param + " json_schema names no schema", param);
+  try {
+    return grammar::json_schema_to_gbnf(*schema);
+  } catch (const Error& e) {
+    throw bad_request(param + ": " + e.what(), param);
+  }
+}
+
+void set_grammar(std::string gbnf, const std::string& param, serve::Request& r) {
+  if (gbnf.empty()) return;
+  if (r.tool_choice == serve::ToolChoice::Required || r.tool_choice == serve::ToolChoice::Function)
+    throw bad_request("a forced tool call and a response format cannot both be enforced", param);
+  try {
+    r.grammar = std::make_shared<grammar::Grammar>(grammar::parse_gbnf(gbnf));
+  } catch (const Error& e) {
+    throw bad_request(std::string(e.what()), param);
+  }
+  r.grammar_key = std::move(gbnf);
+}
+
+}  // namespace
+
+void read_text_format(const json& format, serve::Request& r) { set_grammar(format_gbnf(format, "text.format"), "text.format", r); }
+
+void read_response_format(const json& body, serve::Request& r) {
+  std::string gbnf;
+  if (const json* format = field(body, "response_format")) gbnf = format_gbnf(*format, "response_format");
+  if (const json* text = field(body, "grammar")) {
+    if (!text->is_string()) throw bad_request("\"grammar\" must be a string of GBNF", "grammar");
+    if (!gbnf.empty()) throw bad_request("give \"grammar\" or a JSON response_format, not both", "grammar");
+    gbnf = text->get<std::string>();
+  }
+  set_grammar(std::move(gbnf), field(body, "grammar") ? "grammar" : "response_format", r);
 }
 
 }  // namespace inkling::server

@@ -125,6 +125,12 @@ json anthropic_error(const ApiError& error);
 // reasoning effort (a 400 listing the valid values), and the test-only script.
 void read_sampling(const json& body, const DoorContext& context, serve::Request& request);
 nlohmann::ordered_json read_effort(const json& value, const char* param);
+// Chat Completions' `response_format` ({"type": "text" | "json_object" | "json_schema", "json_schema":
+// {"schema": ...}}) and `grammar` (GBNF text) into r.grammar; an unsupported schema feature is a
+// 400 naming it.
+void read_response_format(const json& body, serve::Request& r);
+// Responses' `text.format` ({"type": "json_schema", "schema": ...} or json_object / text).
+void read_text_format(const json& format, serve::Request& r);
 void read_test_script(const json& body, const DoorContext& context, serve::Request& request);
 // "inkling_test_stop_loop": true makes the inference loop die on admission (--test-scripts only).
 void read_test_stop_loop(const json& body, const DoorContext& context, serve::Request& request);

@@ -299,12 +299,7 @@ Prepared prepare_chat_completion(const json& body, const DoorContext& context) {
   read_effort_fields(body, r);
   read_test_script(body, context, r);
   read_test_stop_loop(body, context, r);
-  if (const json* format = get_object(body, "response_format")) {
-    std::string type = get_string(*format, "type").value_or("text");
-    if (type != "text")
-      throw bad_request("response_format \"" + type + "\" is not supported yet (structured outputs are not enforced by this build)",
-                        "response_format");
-  }
+  read_response_format(body, r);
   const bool logprobs = get_bool(body, "logprobs").value_or(false);
   if (logprobs) {
     int64_t top = get_integer(body, "top_logprobs").value_or(0);

@@ -307,12 +307,7 @@ Prepared prepare_response(const json& body, const DoorContext& context) {
   if (const json* reasoning = get_object(body, "reasoning"))
     if (const json* effort = field(*reasoning, "effort")) r.reasoning_effort = read_effort(*effort, "reasoning.effort");
   if (const json* text = get_object(body, "text"))
-    if (const json* format = get_object(*text, "format")) {
-      std::string type = get_string(*format, "type").value_or("text");
-      if (type != "text")
-        throw bad_request("text.format \"" + type + "\" is not supported yet (structured outputs are not enforced by this build)",
-                          "text.format");
-    }
+    if (const json* format = get_object(*text, "format")) read_text_format(*format, r);
   read_sampling(body, context, r);
   if (auto max_tokens = get_integer(body, "max_output_tokens")) {
     if (*max_tokens < 1) throw bad_request("\"max_output_tokens\" must be at least 1", "max_output_tokens");

@@ -28,9 +28,16 @@ GenerateResult generate(InklingModel& model, SequenceState& state, std::span<con
   // The callback sees the logits before penalties: a copy when the sampler changes them (a
   // vocabulary of floats is ~0.8 MB, and copying it cost ~1% of a decoded token).
   const bool copy_logits = on_token && sampler.changes_logits();
+  grammar::TokenMask allowed;
   for (int i = 0; i < options.max_tokens; ++i) {
+    if (options.constraint) {
+      options.constraint->allowed_tokens(allowed);
+      grammar::mask_logits(allowed, logits);
+    }
     if (copy_logits) chosen_logits = logits;
     int32_t token = sampler.sample(logits, state.tokens);
+    if (options.constraint && !options.constraint->accept_token(token))
+      throw Error("grammar: the sampler drew token " + std::to_string(token) + ", which the grammar does not allow");
     result.tokens.push_back(token);
     bool keep_going = !on_token || on_token(token, copy_logits ? chosen_logits : logits);
     if (std::find(options.stop_ids.begin(), options.stop_ids.end(), token) != options.stop_ids.end()) {

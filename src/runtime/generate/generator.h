@@ -8,6 +8,7 @@
 
 #include "model/forward.h"
 #include "runtime/generate/sampler.h"
+#include "runtime/grammar/matcher.h"
 
 namespace inkling {
 
@@ -17,6 +18,9 @@ struct GenerateOptions {
   int max_tokens = 128;
   SamplingParams sampling;
   std::vector<int32_t> stop_ids = {kEosToken};
+  // When set, only tokens the grammar allows are drawn (its end tokens only where it may end);
+  // it advances with every generated token.
+  grammar::GrammarMatcher* constraint = nullptr;
 };
 
 struct GenerateResult {

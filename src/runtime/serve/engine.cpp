@@ -6,6 +6,8 @@
 #include <stdexcept>
 
 #include "runtime/generate/sampler.h"
+#include "runtime/chat/output_parser.h"
+#include "runtime/serve/response_constraint.h"
 #include "runtime/serve/tool_forcer.h"
 #include "runtime/serve/turn_output.h"
 #include "tensor/error.h"
@@ -78,6 +80,8 @@ struct Engine::Slot {
   std::optional<Sampler> sampler;
   std::optional<TurnOutput> output;
   std::optional<ToolCallForcer> forcer;
+  std::optional<ResponseConstraint> constraint;
+  grammar::TokenMask allowed;
   std::vector<int32_t> script;
   size_t script_next = 0;
   int64_t generated = 0;
@@ -306,6 +310,13 @@ void Engine::start(Slot& s, std::unique_ptr<Job> job, size_t reused, std::shared
   s.sampler.emplace(sampling);
   s.output.emplace(*tokenizer_, r, std::to_string(s.job->handle->id()));
   s.forcer.emplace(*tokenizer_, r);
+  s.constraint.reset();
+  if (r.grammar) {
+    // Reasoning: none at effort "none", else at most half of max_tokens, so the answer has room.
+    const bool no_reasoning = r.reasoning_effort == "none" || (r.reasoning_effort.is_number() && r.reasoning_effort.get<double>() == 0.0);
+    const int64_t budget = no_reasoning ? 0 : r.max_tokens > 0 ? r.max_tokens / 2 : -1;
+    s.constraint.emplace(grammar_matcher(r.grammar, r.grammar_key), budget);
+  }
   s.started = Clock::now();
   s.info = SlotInfo{s.index, true, s.job->handle->id(), int64_t(s.job->prompt.size()), int64_t(reused), 0,
                     int64_t(reused)};
@@ -525,10 +536,23 @@ void Engine::sample(Slot& s) {
   const bool want_logprobs = r.top_logprobs >= 0;
   if (want_logprobs) s.chosen_logits = s.logits;  // before penalties change them
   const bool scripted = s.script_next < s.script.size();
+  const int64_t remaining = r.max_tokens > 0 ? r.max_tokens - s.generated : -1;
+  if (s.constraint && !scripted && s.constraint->allowed(s.allowed, remaining)) grammar::mask_logits(s.allowed, s.logits);
   const int32_t candidate = scripted ? s.script[s.script_next] : s.sampler->sample(s.logits, s.state->tokens);
   bool consumed = true;
-  const int32_t token = s.forcer->active() ? s.forcer->choose(candidate, s.logits, consumed) : candidate;
+  const bool forcing = s.forcer->active();
+  const int32_t token = forcing ? s.forcer->choose(candidate, s.logits, consumed) : candidate;
+  bool constraint_starts = false;
+  if (forcing && !s.forcer->active()) {
+    // The forced call's header is written: its JSON follows the tool's schema from here.
+    auto found = r.tool_call_grammars.find(s.forcer->chosen());
+    if (found != r.tool_call_grammars.end()) {
+      s.constraint = ResponseConstraint::in_block(grammar_matcher(found->second.first, found->second.second));
+      constraint_starts = true;
+    }
+  }
   if (scripted && consumed) ++s.script_next;  // an inserted token leaves the script where it was
+  if (s.constraint && !constraint_starts) s.constraint->accept(token);
   if (s.generated == 0) s.first_token = Clock::now();
   ++s.generated;
   std::vector<Event> events;
@@ -544,6 +568,19 @@ void Engine::sample(Slot& s) {
   if (eos && !r.ignore_eos) return finish(s, s.output->tool_calls() > 0 ? FinishReason::ToolCalls : FinishReason::Stop);
   if (r.max_tokens > 0 && s.generated >= r.max_tokens) return finish(s, FinishReason::Length);
   s.pending = token;
+}
+
+grammar::GrammarMatcher Engine::grammar_matcher(const std::shared_ptr<const grammar::Grammar>& grammar, const std::string& key) {
+  if (!grammar_vocabulary_)
+    grammar_vocabulary_ = grammar::TokenVocabulary::from_tokenizer(*tokenizer_, int32_t(model_->vocab()), {chat_tokens::kEndMessage});
+  auto found = grammar_matchers_.find(key);
+  if (found == grammar_matchers_.end()) {
+    if (grammar_matchers_.size() >= 8) grammar_matchers_.clear();  // each holds up to ~100 MB of caches
+    found = grammar_matchers_.emplace(key, grammar::GrammarMatcher(grammar, grammar_vocabulary_)).first;
+  }
+  grammar::GrammarMatcher fresh = found->second;
+  fresh.reset();
+  return fresh;
 }
 
 }  // namespace inkling::serve

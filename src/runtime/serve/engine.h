@@ -20,6 +20,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "model/forward.h"
+#include "runtime/grammar/matcher.h"
 #include "runtime/serve/prompt_cache.h"
 #include "runtime/serve/request.h"
 #include "runtime/tokenizer/tokenizer.h"
@@ -131,6 +133,9 @@ class Engine {
   void sample(Slot& slot);
   void checkpoint(const Slot& slot);
   void finish(Slot& slot, FinishReason reason, std::string error = {});
+  // A matcher at the start of `request`'s grammar, sharing the mask caches of earlier requests
+  // with the same grammar (only the inference thread uses them).
+  grammar::GrammarMatcher grammar_matcher(const std::shared_ptr<const grammar::Grammar>& grammar, const std::string& key);
 
   InklingModel* model_;
   const Tokenizer* tokenizer_;
@@ -148,6 +153,8 @@ class Engine {
   bool stopping_ = false;
   std::atomic<bool> alive_{true};
   std::thread thread_;
+  std::shared_ptr<const grammar::TokenVocabulary> grammar_vocabulary_;  // built at the first grammar
+  std::map<std::string, grammar::GrammarMatcher> grammar_matchers_;      // by grammar_key, a few
 };
 
 }  // namespace inkling::serve

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/generate/sampler.h"
+#include "runtime/grammar/grammar.h"
 
 namespace inkling::serve {
 
@@ -55,6 +58,13 @@ struct Request {
   bool cache_prompt = true;  // may start from a kept state or snapshot whose tokens begin this prompt
   nlohmann::ordered_json reasoning_effort;  // null: the template's default
   int top_logprobs = -1;                    // -1: no logprobs; 0..20: logprobs with that many alternatives
+  // response_format / grammar: the answer must derive from this grammar (compiled by the front
+  // door); `grammar_key` (its GBNF text) lets requests with the same grammar share mask caches.
+  std::shared_ptr<const grammar::Grammar> grammar;
+  std::string grammar_key;
+  // tool_choice required / named: per tool name, the grammar of its call object
+  // {"name": NAME, "args": <the tool's parameters>} and its key.
+  std::map<std::string, std::pair<std::shared_ptr<const grammar::Grammar>, std::string>> tool_call_grammars;
 
   // Test mode only (`inkling serve --test-scripts`): the text, special-token strings included,
   // whose tokens replace sampling one by one; sampling resumes after the last one.

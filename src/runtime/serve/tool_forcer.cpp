@@ -10,7 +10,10 @@ ToolCallForcer::ToolCallForcer(const Tokenizer& tokenizer, const Request& reques
   for (const ToolSpec& tool : request.tools) {
     if (request.tool_choice == ToolChoice::Function && tool.name != request.tool_choice_name) continue;
     std::vector<int32_t> ids = tokenizer.encode(tool.name, /*parse_special=*/false);
-    if (!ids.empty()) name_tokens_.push_back(std::move(ids));
+    if (!ids.empty()) {
+      name_tokens_.push_back(std::move(ids));
+      names_.push_back(tool.name);
+    }
   }
   if (name_tokens_.empty()) return;
   for (size_t i = 0; i < name_tokens_.size(); ++i) live_.push_back(i);
@@ -35,7 +38,10 @@ int32_t ToolCallForcer::name_token(int32_t candidate, std::span<const float> log
   std::erase_if(live_, [&](size_t t) { return name_tokens_[t][written_] != token; });
   ++written_;
   for (size_t t : live_)
-    if (name_tokens_[t].size() == written_) phase_ = Phase::Invoke;  // a whole name is written
+    if (name_tokens_[t].size() == written_) {
+      phase_ = Phase::Invoke;  // a whole name is written
+      chosen_ = names_[t];
+    }
   return token;
 }
 

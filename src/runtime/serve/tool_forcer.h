@@ -27,6 +27,8 @@ class ToolCallForcer {
   // end of the turn becomes the end of the reasoning block) rather than deferred by an inserted
   // token: a scripted output advances only then.
   int32_t choose(int32_t candidate, std::span<const float> logits, bool& consumed);
+  // Once the call's header is written: the tool it names.
+  const std::string& chosen() const { return chosen_; }
 
  private:
   enum class Phase { Start, Reasoning, Header, Name, Invoke, Done };
@@ -34,6 +36,8 @@ class ToolCallForcer {
   int32_t name_token(int32_t candidate, std::span<const float> logits);
 
   std::vector<std::vector<int32_t>> name_tokens_;  // of each allowed tool
+  std::vector<std::string> names_;                  // the same tools' names
+  std::string chosen_;
   std::vector<size_t> live_;                        // tools whose name agrees with the tokens so far
   size_t written_ = 0;                              // name tokens written
   Phase phase_ = Phase::Done;

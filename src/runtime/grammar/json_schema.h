@@ -1,0 +1,28 @@
+// JSON Schema to grammar: the schema becomes GBNF text (readable, and the same path as a
+// user's grammar), then a Grammar. docs/grammar.md lists the keywords supported; any other
+// assertion keyword is refused with an inkling::Error naming it, never ignored.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "runtime/grammar/grammar.h"
+
+namespace inkling::grammar {
+
+// GBNF for values valid under `schema` (root rule "root"). Properties are generated in the
+// order the schema lists them, so it is an ordered_json.
+std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema);
+// GBNF for any JSON value; with `object_only`, the top level must be an object (json_object).
+std::string free_json_gbnf(bool object_only);
+
+Grammar compile_json_schema(const nlohmann::ordered_json& schema);
+// Parses the schema text first (an Error names a JSON syntax problem).
+Grammar compile_json_schema(std::string_view schema_text);
+
+// GBNF for strings matching the regular expression (ECMA-262 subset: docs/grammar.md), as the
+// contents of a JSON string: characters that JSON escapes are written escaped.
+std::string regex_to_gbnf_body(std::string_view pattern);
+
+}  // namespace inkling::grammar
