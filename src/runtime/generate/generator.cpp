@@ -31,7 +31,14 @@ GenerateResult generate(InklingModel& model, SequenceState& state, std::span<con
   grammar::TokenMask allowed;
   for (int i = 0; i < options.max_tokens; ++i) {
     if (options.constraint) {
-      options.constraint->allowed_tokens(allowed);
+      // Near max_tokens the grammar's shortest completion is forced, so the output still parses.
+      const int32_t closing = options.constraint->closing_token(options.max_tokens - i);
+      if (closing >= 0) {
+        allowed = grammar::TokenMask(options.constraint->vocabulary()->mask_size());
+        allowed.allow(closing);
+      } else {
+        options.constraint->allowed_tokens(allowed);
+      }
       grammar::mask_logits(allowed, logits);
     }
     if (copy_logits) chosen_logits = logits;

@@ -499,6 +499,16 @@ std::string GrammarMatcher::shortest_completion() const {
   return engine_->shortest_completion(state_);
 }
 
+int32_t GrammarMatcher::closing_token(int64_t remaining) const {
+  if (finished_ || !vocabulary_) return -1;
+  // A margin: the next free token can lengthen the completion (an opened string or object).
+  constexpr int64_t kMargin = 8;
+  const std::string rest = shortest_completion();
+  if (remaining > int64_t(rest.size()) + 1 + kMargin) return -1;
+  if (rest.empty()) return vocabulary_->end_tokens().empty() ? -1 : vocabulary_->end_tokens().front();
+  return vocabulary_->byte_token(uint8_t(rest[0]));
+}
+
 MatcherStats GrammarMatcher::stats() const { return engine_->stats(); }
 
 bool grammar_accepts(const std::shared_ptr<const Grammar>& grammar, std::string_view text) {

@@ -56,6 +56,9 @@ class GrammarMatcher {
   // The shortest bytes that take the current state to where the grammar may end (empty when it
   // may end now): a way to close the output when a length budget runs out.
   std::string shortest_completion() const;
+  // The token to force next so the output ends within `remaining` tokens (the shortest
+  // completion, a byte token at a time, then an end token), or -1 while there is room to choose.
+  int32_t closing_token(int64_t remaining) const;
   // An end token was accepted.
   bool finished() const { return finished_; }
   // Undoes the last `tokens` accepted tokens (accept_bytes counts as one).

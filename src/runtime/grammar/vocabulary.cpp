@@ -47,6 +47,8 @@ TokenVocabulary::TokenVocabulary(const std::vector<std::string>& token_bytes, co
     if (token_bytes[id].empty() || (id < excluded.size() && excluded[id])) continue;
     in_trie_[id] = true;
     ids.push_back(int32_t(id));
+    if (token_bytes[id].size() == 1 && byte_tokens_[uint8_t(token_bytes[id][0])] < 0)
+      byte_tokens_[uint8_t(token_bytes[id][0])] = int32_t(id);
   }
   std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
     return token_bytes[size_t(a)] < token_bytes[size_t(b)] || (token_bytes[size_t(a)] == token_bytes[size_t(b)] && a < b);

@@ -57,6 +57,8 @@ class TokenVocabulary {
   const std::vector<int32_t>& end_tokens() const { return end_tokens_; }
   const std::string& bytes(int32_t id) const { return token_bytes_[size_t(id)]; }
   bool in_trie(int32_t id) const { return id >= 0 && size_t(id) < in_trie_.size() && in_trie_[size_t(id)]; }
+  // The token of exactly this one byte (-1: none).
+  int32_t byte_token(uint8_t b) const { return byte_tokens_[b]; }
 
   // Trie in preorder; node 0 is the empty prefix. The subtree of node i is [i, subtree_end[i]).
   size_t node_count() const { return node_byte_.size(); }
@@ -77,6 +79,7 @@ class TokenVocabulary {
   std::vector<uint32_t> node_depth_, subtree_end_, token_begin_;
   std::vector<int32_t> sorted_tokens_;
   uint32_t max_depth_ = 0;
+  std::vector<int32_t> byte_tokens_ = std::vector<int32_t>(256, -1);
 };
 
 }  // namespace inkling::grammar
