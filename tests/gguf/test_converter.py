@@ -11,7 +11,7 @@ converter's way (tests/model/gguf_model_test.cpp).
 The checkpoint is the `small` preset (hidden 1024: K and IQ types need rows that are multiples of
 256, which the tiny preset's 64 columns are not), in original-f32, written once under
 GGUF_E2E_DIR (default build/gguf-e2e, about 8 GB with the five files) and reused; the first run
-took 25 minutes here (two shared cores), later ones about 15 (the twins are written each time).
+took 25 minutes here (two shared cores), later ones about 8 (the twins are written each time).
 
 Two checks per file:
 - exactness: our logits from the quantized file equal, bit for bit, those from its "dequantized
