@@ -189,10 +189,18 @@ template <int G>
 
 }  // namespace
 
+// ThreadSanitizer's runtime is not up yet when the dynamic loader runs the clones' ifunc resolver,
+// and an instrumented resolver crashes the binary at start; that build runs the baseline body.
+#if defined(INKLING_TSAN_BUILD)
+#define INKLING_CLONE_PER_ISA
+#else
+#define INKLING_CLONE_PER_ISA __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+
 // Cloned per ISA (the library is built for baseline x86-64; these loops are the prefill's
 // attention cost). Group sizes of the released models (4, 8) and 1 / 2 get unrolled bodies;
 // others run head by head.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+INKLING_CLONE_PER_ISA
 void attend_kv_group(int64_t group, const float* q, const float* r, const float* rel_proj, int64_t d, int64_t dr,
                      int64_t extent, float tau, float inv_d, int64_t lo, int64_t p, const KvHeadView& kv,
                      float* scores, float* out) {
@@ -211,7 +219,7 @@ void attend_kv_group(int64_t group, const float* q, const float* r, const float*
 // j] = k_(lo + j)[i] (f32), so scores for all keys build up as axpys over the head dimension and
 // vectorise along the keys with no per-key horizontal sums; the bias likewise, per distance, from
 // rel_proj in its stored [d_rel, R] layout. bias_by_dist holds R floats of scratch.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+INKLING_CLONE_PER_ISA
 void attend_kv_group_transposed(int64_t group, const float* q, const float* r, const float* rel_proj, int64_t d,
                                 int64_t dr, int64_t extent, float tau, float inv_d, int64_t lo, int64_t p,
                                 const float* keys_t, int64_t ld, const KvHeadView& kv, float* bias_by_dist,
