@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from conftest import Server
+from conftest import TIME_SCALE, Server
 
 
 def metric(server, name):
@@ -33,7 +33,7 @@ def run_concurrently(fns):
     for t in threads:
         t.start()
     for t in threads:
-        t.join(120)
+        t.join(120 * TIME_SCALE)
     assert not errors, errors
     return results
 
@@ -101,8 +101,8 @@ def test_a_request_waits_for_memory_then_runs(tight_server):
     while time.time() < deadline and not seen_waiting:
         seen_waiting = metric(tight_server, "inkling_requests_waiting_for_memory") >= 1
         time.sleep(0.02)
-    first.join(120)
-    second.join(120)
+    first.join(120 * TIME_SCALE)
+    second.join(120 * TIME_SCALE)
     assert seen_waiting, "no request was seen waiting for KV budget"
     assert results["first"]["usage"]["completion_tokens"] == 200
     assert results["second"]["usage"]["completion_tokens"] == 200

@@ -1,13 +1,13 @@
 #include "apps/server/server.h"
 
-// httplib's default backlog is 5 pending connections: with a few dozen clients reconnecting, the
-// kernel then drops SYNs and a client waits out TCP's retransmission backoff (1, 3, 7, 15, 31 s).
-// The kernel caps this at net.core.somaxconn.
-#define CPPHTTPLIB_LISTEN_BACKLOG 1024
+#include <dirent.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -470,6 +470,36 @@ HttpServer::~HttpServer() {
   wait();
 }
 
+namespace {
+
+// httplib listens with a backlog of 5 pending connections (compiled into Debian's library, so its
+// macro cannot change it): with a few dozen clients reconnecting, the kernel then drops SYNs and a
+// client waits out TCP's retransmission backoff (1, 3, 7, 15, 31 s; a 31 s stall in the soak).
+// listen() again on the listening socket raises it; the kernel caps it at net.core.somaxconn.
+constexpr int kListenBacklog = 1024;
+
+void raise_listen_backlog(int port) {
+  DIR* fds = opendir("/proc/self/fd");
+  if (!fds) return;
+  while (const dirent* entry = readdir(fds)) {
+    const int fd = std::atoi(entry->d_name);
+    if (fd <= 2 || fd == dirfd(fds)) continue;
+    int listening = 0;
+    socklen_t size = sizeof(listening);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &size) != 0 || !listening) continue;
+    sockaddr_storage address{};
+    socklen_t address_size = sizeof(address);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &address_size) != 0) continue;
+    int bound = -1;
+    if (address.ss_family == AF_INET) bound = ntohs(reinterpret_cast<sockaddr_in*>(&address)->sin_port);
+    if (address.ss_family == AF_INET6) bound = ntohs(reinterpret_cast<sockaddr_in6*>(&address)->sin6_port);
+    if (bound == port) ::listen(fd, kListenBacklog);
+  }
+  closedir(fds);
+}
+
+}  // namespace
+
 void HttpServer::start() {
   const ServerOptions& o = impl_->options;
   const int port = o.port == 0 ? impl_->http.bind_to_any_port(o.host) : (impl_->http.bind_to_port(o.host, o.port) ? o.port : -1);
@@ -477,6 +507,7 @@ void HttpServer::start() {
     throw Error("cannot listen on " + o.host + ":" + std::to_string(o.port) +
                 " (address in use, or not an address of this machine)");
   impl_->bound_port = port;
+  raise_listen_backlog(port);
   impl_->thread = std::thread([this] { impl_->http.listen_after_bind(); });
 }
 
