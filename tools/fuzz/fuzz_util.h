@@ -20,7 +20,9 @@ inline void check(bool ok, const char* what) {
 
 inline std::string data_path(const char* name) { return std::string(INKLING_SOURCE_DIR) + "/data/" + name; }
 
-inline std::string inkling_template_source() { return read_text_file(data_path("inkling_chat_template.jinja")); }
+inline std::string inkling_template_source() {
+  return read_text_file(data_path("inkling_chat_template.jinja"), kMaxTemplateFileBytes);
+}
 
 inline const Tokenizer& inkling_tokenizer() {
   static const Tokenizer t = Tokenizer::from_file(data_path("tokenizer.json"));

@@ -247,7 +247,11 @@ std::string demo_missing(const std::string& dir) {
 
 }  // namespace
 
-std::string side_files_dir(const std::string& model) { return checkpoint_side_dir(model).string(); }
+// A path that does not exist is named itself, not as a missing tokenizer.json in its parent.
+std::string side_files_dir(const std::string& model) {
+  if (!std::filesystem::exists(model)) throw Error(model + ": no such file or directory");
+  return checkpoint_side_dir(model).string();
+}
 
 std::string missing_tokenizer(const std::string& model) {
   if (!GgufModelFiles::looks_like_gguf(model)) return model + " has no tokenizer.json";
