@@ -57,7 +57,7 @@ sources_of() {
     front_doors) echo "src/apps/server/front_door.cpp src/apps/server/http_util.cpp src/apps/server/openai_*.cpp
                        src/apps/server/anthropic_messages.cpp src/runtime/serve/prompt.cpp
                        src/runtime/serve/turn_output.cpp src/runtime/serve/tool_forcer.cpp
-                       src/runtime/generate/sampler.cpp src/runtime/chat/*.cpp $jinja $tok" ;;
+                       src/runtime/generate/sampler.cpp src/runtime/grammar/*.cpp src/runtime/chat/*.cpp $jinja $tok" ;;
     *) echo "unknown fuzz target: $1" >&2; exit 2 ;;
   esac
 }
