@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 
+#include "common/utf8.h"
 #include "runtime/grammar/grammar.h"
 #include "tensor/error.h"
 
@@ -300,34 +301,12 @@ class GbnfParser {
           fail(std::string("unknown escape '\\") + e + "'");
       }
     }
-    int length = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (length == 0 || pos_ + size_t(length) > text_.size()) fail("invalid UTF-8");
-    uint32_t cp = length == 1 ? c : length == 2 ? (c & 0x1F) : length == 3 ? (c & 0x0F) : (c & 0x07);
-    for (int i = 1; i < length; ++i) {
-      unsigned char k = uint8_t(text_[pos_ + size_t(i)]);
-      if ((k & 0xC0) != 0x80) fail("invalid UTF-8");
-      cp = (cp << 6) | (k & 0x3F);
-    }
-    pos_ += size_t(length);
+    const auto* at = reinterpret_cast<const unsigned char*>(text_.data()) + pos_;
+    if (valid_utf8_length(at, text_.size() - pos_) == 0) fail("invalid UTF-8");
+    size_t length = 0;
+    const uint32_t cp = decode_utf8(at, length);
+    pos_ += length;
     return cp;
-  }
-
-  static void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += char(cp);
-    } else if (cp < 0x800) {
-      out += char(0xC0 | (cp >> 6));
-      out += char(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += char(0xE0 | (cp >> 12));
-      out += char(0x80 | ((cp >> 6) & 0x3F));
-      out += char(0x80 | (cp & 0x3F));
-    } else {
-      out += char(0xF0 | (cp >> 18));
-      out += char(0x80 | ((cp >> 12) & 0x3F));
-      out += char(0x80 | ((cp >> 6) & 0x3F));
-      out += char(0x80 | (cp & 0x3F));
-    }
   }
 
   std::string_view text_;

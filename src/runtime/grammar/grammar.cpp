@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "common/utf8.h"
 #include "tensor/error.h"
 
 namespace inkling::grammar {
@@ -168,30 +169,6 @@ Grammar GrammarBuilder::finish(std::string_view root_name) {
   return std::move(grammar_);
 }
 
-namespace {
-
-int utf8_length(uint32_t cp) { return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4; }
-
-void encode_utf8(uint32_t cp, uint8_t* out) {
-  if (cp < 0x80) {
-    out[0] = uint8_t(cp);
-  } else if (cp < 0x800) {
-    out[0] = uint8_t(0xC0 | (cp >> 6));
-    out[1] = uint8_t(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out[0] = uint8_t(0xE0 | (cp >> 12));
-    out[1] = uint8_t(0x80 | ((cp >> 6) & 0x3F));
-    out[2] = uint8_t(0x80 | (cp & 0x3F));
-  } else {
-    out[0] = uint8_t(0xF0 | (cp >> 18));
-    out[1] = uint8_t(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = uint8_t(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = uint8_t(0x80 | (cp & 0x3F));
-  }
-}
-
-}  // namespace
-
 void utf8_range_sequences(uint32_t lo, uint32_t hi, std::vector<std::vector<std::pair<uint8_t, uint8_t>>>& out) {
   hi = std::min<uint32_t>(hi, 0x10FFFF);
   std::vector<std::pair<uint32_t, uint32_t>> work;
@@ -235,7 +212,7 @@ void utf8_range_sequences(uint32_t lo, uint32_t hi, std::vector<std::vector<std:
       }
     }
     if (split) continue;
-    uint8_t ea[4], eb[4];
+    unsigned char ea[4], eb[4];
     encode_utf8(a, ea);
     encode_utf8(b, eb);
     std::vector<std::pair<uint8_t, uint8_t>> seq;

@@ -7,6 +7,7 @@
 #include <set>
 #include <vector>
 
+#include "common/utf8.h"
 #include "tensor/error.h"
 
 namespace inkling::grammar {
@@ -577,35 +578,19 @@ class SchemaCompiler {
 
   static std::vector<uint32_t> code_points(const std::string& text) {
     std::vector<uint32_t> out;
+    const auto* p = reinterpret_cast<const unsigned char*>(text.data());
     for (size_t i = 0; i < text.size();) {
-      unsigned char c = uint8_t(text[i]);
-      int length = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-      if (length == 0 || i + size_t(length) > text.size()) throw Error("JSON Schema: a property name is not valid UTF-8");
-      uint32_t cp = length == 1 ? c : length == 2 ? (c & 0x1F) : length == 3 ? (c & 0x0F) : (c & 0x07);
-      for (int k = 1; k < length; ++k) cp = (cp << 6) | (uint8_t(text[i + size_t(k)]) & 0x3F);
-      out.push_back(cp);
-      i += size_t(length);
+      if (valid_utf8_length(p + i, text.size() - i) == 0) throw Error("JSON Schema: a property name is not valid UTF-8");
+      size_t length = 0;
+      out.push_back(decode_utf8(p + i, length));
+      i += length;
     }
     return out;
   }
 
   static std::string utf8(uint32_t cp) {
     std::string out;
-    if (cp < 0x80) {
-      out += char(cp);
-    } else if (cp < 0x800) {
-      out += char(0xC0 | (cp >> 6));
-      out += char(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += char(0xE0 | (cp >> 12));
-      out += char(0x80 | ((cp >> 6) & 0x3F));
-      out += char(0x80 | (cp & 0x3F));
-    } else {
-      out += char(0xF0 | (cp >> 18));
-      out += char(0x80 | ((cp >> 12) & 0x3F));
-      out += char(0x80 | ((cp >> 6) & 0x3F));
-      out += char(0x80 | (cp & 0x3F));
-    }
+    append_utf8(out, cp);
     return out;
   }
 

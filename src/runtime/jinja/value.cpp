@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "common/utf8.h"
 #include "runtime/jinja/limits.h"
 #include "tensor/error.h"
 #include "tensor/stack_guard.h"
@@ -271,24 +272,9 @@ std::vector<std::string> utf8_chars(std::string_view s) {
 }
 
 std::string utf8_encode(uint32_t cp) {
+  if (cp >= 0x110000) throw Error("code point out of range: " + std::to_string(cp));
   std::string out;
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x110000) {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    throw Error("code point out of range: " + std::to_string(cp));
-  }
+  append_utf8(out, cp);
   return out;
 }
 
