@@ -18,6 +18,11 @@ apt_install() {
   fi
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
+# A venv left half-made (an interrupted first run) has a python but a broken pip: start it again.
+if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
+  echo "the test venv $venv is incomplete (pip does not run): making it again" >&2
+  rm -rf "$venv"
+fi
 if [ ! -x "$venv/bin/python" ]; then
   if ! python3 -m venv "$venv" >/dev/null 2>&1; then
     echo "installing: python3-venv" >&2

@@ -6,7 +6,8 @@ vanish mid-stream, while the server's memory, descriptors and threads are sample
 
 Starts its own server on a tiny synthetic checkpoint (written to a temporary directory) unless
 --model is given. Passes when every request completes with a finish reason, no inter-token gap
-exceeds --max-stall seconds, all slots are free after the cut-off clients, and descriptors and
+(between two streamed tokens; the wait for the first token is reported apart, as time to first
+token) exceeds --max-stall seconds, all slots are free after the cut-off clients, and descriptors and
 threads return to their level before the load; prints the RSS curve so a plateau can be judged.
 The prompt cache is meant to fill up to --cache-ram (every request leaves snapshots), so the
 verdict is on the RSS less the cache's bytes (from /metrics): in the last quarter it grows less
@@ -27,7 +28,7 @@ import time
 import urllib.request
 
 
-def start_server(binary, model, clients, ctx):
+def start_server(binary, model, clients, ctx, server_log):
     args = [binary, "serve", "-m", model, "--port", "0", "--parallel", str(clients), "--ctx", str(ctx)]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     port = None
@@ -41,8 +42,14 @@ def start_server(binary, model, clients, ctx):
             break
     else:
         raise RuntimeError("server did not start:\n" + "".join(lines))
-    # Keep draining the log (one line per request) so the pipe never fills.
-    threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+    # Keep draining the log (one line per request) so the pipe never fills; keep it when asked.
+    def drain():
+        sink = open(server_log, "w") if server_log else None
+        for line in proc.stderr:
+            if sink:
+                sink.write(f"{time.time():.3f} {line}")
+                sink.flush()
+    threading.Thread(target=drain, daemon=True).start()
     return proc, port
 
 
@@ -55,35 +62,43 @@ def proc_figures(pid):
 
 
 def stream_once(port, max_tokens, seed, cut_after=None):
-    """One streaming chat request over a raw socket; returns (finish_reason, tokens, max_gap)."""
+    """One streaming chat request over a raw socket.
+
+    Returns (finish_reason, tokens, time to the first token, the longest gap between two data
+    lines after the first token)."""
     body = json.dumps({"messages": [{"role": "user", "content": "Tell me a story number %d." % seed}],
                        "stream": True, "max_tokens": max_tokens, "temperature": 0.8, "seed": seed}).encode()
+    sent = time.time()
     sock = socket.create_connection(("127.0.0.1", port), timeout=60)
     sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                  b"Content-Length: %d\r\n\r\n" % len(body) + body)
     reader = sock.makefile("rb")
-    finish, tokens, last, max_gap = None, 0, time.time(), 0.0
+    finish, tokens, first_token_at, last, max_gap = None, 0, None, None, 0.0
     try:
         for raw in reader:
             line = raw.strip()
             if not line.startswith(b"data: "):
                 continue
             now = time.time()
-            max_gap = max(max_gap, now - last)
-            last = now
+            if last is not None:
+                max_gap = max(max_gap, now - last)
             if line == b"data: [DONE]":
                 break
             chunk = json.loads(line[6:])
             for choice in chunk.get("choices", []):
                 if choice["delta"].get("content") or choice["delta"].get("reasoning_content"):
                     tokens += 1
+                    if first_token_at is None:
+                        first_token_at = now
                 finish = choice.get("finish_reason") or finish
+            if first_token_at is not None:
+                last = now
             if cut_after is not None and tokens >= cut_after:
-                return "cut", tokens, max_gap
+                return "cut", tokens, first_token_at - sent, max_gap
     finally:
         reader.close()
         sock.close()
-    return finish, tokens, max_gap
+    return finish, tokens, (first_token_at or time.time()) - sent, max_gap
 
 
 def prompt_cache_mib(port):
@@ -97,8 +112,12 @@ def get_json(port, path):
         return json.loads(r.read())
 
 
-def run(binary, model, minutes, clients, ctx, max_stall, rss_slack, sample_every, log=print):
-    proc, port = start_server(binary, model, clients, ctx)
+def percentile(values, q):
+    return round(sorted(values)[int(q * (len(values) - 1))], 3) if values else None
+
+
+def run(binary, model, minutes, clients, ctx, max_stall, rss_slack, sample_every, server_log=None, log=print):
+    proc, port = start_server(binary, model, clients, ctx, server_log)
     try:
         # Threads started on first use (the kernels' pool, the HTTP workers) are not a leak: the
         # baseline is taken after a few requests.
@@ -108,17 +127,19 @@ def run(binary, model, minutes, clients, ctx, max_stall, rss_slack, sample_every
         base_rss, base_fds, base_threads = proc_figures(proc.pid)
         log(f"server pid {proc.pid} on port {port}: RSS {base_rss:.1f} MiB, {base_fds} fds, {base_threads} threads")
         stop_at = time.time() + minutes * 60
-        results, errors, gaps = [], [], []
+        results, errors, gaps, ttfts = [], [], [], []
         lock = threading.Lock()
 
         def client(index):
             rng = random.Random(index)
             while time.time() < stop_at:
                 try:
-                    finish, tokens, gap = stream_once(port, rng.randint(8, 200), rng.randint(0, 1 << 30))
+                    asked_at = time.time()
+                    finish, tokens, ttft, gap = stream_once(port, rng.randint(8, 200), rng.randint(0, 1 << 30))
                     with lock:
                         results.append((finish, tokens))
                         gaps.append(gap)
+                        ttfts.append((ttft, asked_at))
                         if finish not in ("stop", "length", "tool_calls"):
                             errors.append(f"client {index}: finish_reason {finish!r}")
                 except Exception as e:  # a refused or broken connection is a failure to report
@@ -183,7 +204,11 @@ def run(binary, model, minutes, clients, ctx, max_stall, rss_slack, sample_every
     report = {
         "minutes": minutes, "clients": clients, "requests": len(results), "errors": errors[:20],
         "error_count": len(errors), "max_inter_token_gap_s": round(max(gaps), 3) if gaps else None,
-        "p99_inter_token_gap_s": round(sorted(gaps)[int(0.99 * (len(gaps) - 1))], 3) if gaps else None,
+        "p99_inter_token_gap_s": percentile(gaps, 0.99),
+        "time_to_first_token_s": {"p50": percentile([t for t, _ in ttfts], 0.5),
+                                  "p99": percentile([t for t, _ in ttfts], 0.99),
+                                  "max": round(max(t for t, _ in ttfts), 3) if ttfts else None,
+                                  "slowest_asked_at_unix": max(ttfts)[1] if ttfts else None},
         "cut_off_clients": 100, "cut_off_errors": cut_errors[:5], "busy_slots_after_cut_offs": len(busy or []),
         "rss_mib": {"start": round(base_rss, 1), "end": round(end_rss, 1)},
         "rss_less_prompt_cache_mib": {"second_quarter_median": second_quarter, "last_quarter_median": last_quarter},
@@ -221,6 +246,7 @@ def main():
     ap.add_argument("--rss-slack", type=float, default=16.0, help="MiB the RSS may still grow late in the run")
     ap.add_argument("--sample-every", type=float, default=10.0, help="seconds between RSS samples")
     ap.add_argument("--json", help="write the report here")
+    ap.add_argument("--server-log", help="keep the server's log here, each line stamped with the Unix time")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         model = a.model
@@ -228,7 +254,8 @@ def main():
             model = os.path.join(tmp, "tiny")
             subprocess.run([a.binary, "synth", model, "--layout", "original-bf16", "--preset", "tiny"],
                            check=True, capture_output=True)
-        report = run(a.binary, model, a.minutes, a.clients, a.ctx, a.max_stall, a.rss_slack, a.sample_every)
+        report = run(a.binary, model, a.minutes, a.clients, a.ctx, a.max_stall, a.rss_slack, a.sample_every,
+                     server_log=a.server_log)
     summary = {k: v for k, v in report.items() if k != "curve"}
     print(json.dumps(summary, indent=2))
     if a.json:
