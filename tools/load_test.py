@@ -5,10 +5,15 @@ vanish mid-stream, while the server's memory, descriptors and threads are sample
   tools/load_test.py --binary build/inkling --minutes 10 --clients 32 [--json out.json]
 
 Starts its own server on a tiny synthetic checkpoint (written to a temporary directory) unless
---model is given. Passes when every request completes with a finish reason, no inter-token gap
-(between two streamed tokens; the wait for the first token is reported apart, as time to first
-token) exceeds --max-stall seconds, all slots are free after the cut-off clients, and descriptors and
+--model is given. Half the clients stream chat completions, half raw completions. Passes when
+every request completes with a finish reason, no inter-token gap of a raw completion (between two
+streamed tokens; the wait for the first token is reported apart, as time to first token) exceeds
+--max-stall seconds, all slots are free after the cut-off clients, and descriptors and
 threads return to their level before the load; prints the RSS curve so a plateau can be judged.
+A chat stream's gaps are reported but not judged: the chat format's markup (a role token, then a
+tool name) is held back until it resolves, and a random-weight model can write one that never
+does, so a chat stream may rightly go quiet while its tokens are still being generated. Every
+token of a raw completion is streamed, so its gaps are the server's.
 The prompt cache is meant to fill up to --cache-ram (every request leaves snapshots), so the
 verdict is on the RSS less the cache's bytes (from /metrics): in the last quarter it grows less
 than --rss-slack MiB over the second quarter.
@@ -28,8 +33,10 @@ import time
 import urllib.request
 
 
-def start_server(binary, model, clients, ctx, server_log):
+def start_server(binary, model, clients, ctx, server_log, cache_ram=None):
     args = [binary, "serve", "-m", model, "--port", "0", "--parallel", str(clients), "--ctx", str(ctx)]
+    if cache_ram is not None:
+        args += ["--cache-ram", str(cache_ram)]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     port = None
     lines = []
@@ -61,19 +68,26 @@ def proc_figures(pid):
     return rss_kb / 1024.0, fds, threads
 
 
-def stream_once(port, max_tokens, seed, cut_after=None):
-    """One streaming chat request over a raw socket.
+def stream_once(port, max_tokens, seed, cut_after=None, chat=True):
+    """One streaming request over a raw socket: a chat completion, or a raw completion.
 
-    Returns (finish_reason, tokens, time to the first token, the longest gap between two data
-    lines after the first token)."""
-    body = json.dumps({"messages": [{"role": "user", "content": "Tell me a story number %d." % seed}],
-                       "stream": True, "max_tokens": max_tokens, "temperature": 0.8, "seed": seed}).encode()
+    Returns (finish_reason, visible tokens, time to the first token, the longest gap between two
+    data lines after the first token, the generated tokens the usage reports)."""
+    if chat:
+        path = b"/v1/chat/completions"
+        request = {"messages": [{"role": "user", "content": "Tell me a story number %d." % seed}]}
+    else:
+        path = b"/v1/completions"
+        request = {"prompt": "Story number %d:" % seed}
+    request.update({"stream": True, "max_tokens": max_tokens, "temperature": 0.8, "seed": seed,
+                    "stream_options": {"include_usage": True}})
+    body = json.dumps(request).encode()
     sent = time.time()
     sock = socket.create_connection(("127.0.0.1", port), timeout=60)
-    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    sock.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" % path
+                 + b"Content-Length: %d\r\n\r\n" % len(body) + body)
     reader = sock.makefile("rb")
-    finish, tokens, first_token_at, last, max_gap = None, 0, None, None, 0.0
+    finish, tokens, first_token_at, last, max_gap, generated = None, 0, None, None, 0.0, None
     try:
         for raw in reader:
             line = raw.strip()
@@ -85,8 +99,11 @@ def stream_once(port, max_tokens, seed, cut_after=None):
             if line == b"data: [DONE]":
                 break
             chunk = json.loads(line[6:])
+            if chunk.get("usage"):
+                generated = chunk["usage"].get("completion_tokens")
             for choice in chunk.get("choices", []):
-                if choice["delta"].get("content") or choice["delta"].get("reasoning_content"):
+                delta = choice.get("delta", {})
+                if choice.get("text") or delta.get("content") or delta.get("reasoning_content"):
                     tokens += 1
                     if first_token_at is None:
                         first_token_at = now
@@ -94,11 +111,11 @@ def stream_once(port, max_tokens, seed, cut_after=None):
             if first_token_at is not None:
                 last = now
             if cut_after is not None and tokens >= cut_after:
-                return "cut", tokens, first_token_at - sent, max_gap
+                return "cut", tokens, first_token_at - sent, max_gap, generated
     finally:
         reader.close()
         sock.close()
-    return finish, tokens, (first_token_at or time.time()) - sent, max_gap
+    return finish, tokens, (first_token_at or time.time()) - sent, max_gap, generated
 
 
 def prompt_cache_mib(port):
@@ -116,8 +133,9 @@ def percentile(values, q):
     return round(sorted(values)[int(q * (len(values) - 1))], 3) if values else None
 
 
-def run(binary, model, minutes, clients, ctx, max_stall, rss_slack, sample_every, server_log=None, log=print):
-    proc, port = start_server(binary, model, clients, ctx, server_log)
+def run(binary, model, minutes, clients, ctx, max_stall, rss_slack, sample_every, server_log=None, cache_ram=None,
+        log=print):
+    proc, port = start_server(binary, model, clients, ctx, server_log, cache_ram)
     try:
         # Threads started on first use (the kernels' pool, the HTTP workers) are not a leak: the
         # baseline is taken after a few requests.
@@ -127,18 +145,26 @@ def run(binary, model, minutes, clients, ctx, max_stall, rss_slack, sample_every
         base_rss, base_fds, base_threads = proc_figures(proc.pid)
         log(f"server pid {proc.pid} on port {port}: RSS {base_rss:.1f} MiB, {base_fds} fds, {base_threads} threads")
         stop_at = time.time() + minutes * 60
-        results, errors, gaps, ttfts = [], [], [], []
+        results, errors, gaps, chat_gaps, ttfts = [], [], [], [], []
+        chat_longest = (0.0, 0, 0)  # (gap, visible tokens, generated tokens) of the chat stream with the longest gap
         lock = threading.Lock()
 
         def client(index):
+            nonlocal chat_longest
             rng = random.Random(index)
+            chat = index % 2 == 0
             while time.time() < stop_at:
                 try:
                     asked_at = time.time()
-                    finish, tokens, ttft, gap = stream_once(port, rng.randint(8, 200), rng.randint(0, 1 << 30))
+                    finish, tokens, ttft, gap, generated = stream_once(port, rng.randint(8, 200),
+                                                                       rng.randint(0, 1 << 30), chat=chat)
                     with lock:
                         results.append((finish, tokens))
-                        gaps.append(gap)
+                        if chat:
+                            chat_gaps.append(gap)
+                            chat_longest = max(chat_longest, (gap, tokens, generated), key=lambda g: g[0])
+                        else:
+                            gaps.append(gap)
                         ttfts.append((ttft, asked_at))
                         if finish not in ("stop", "length", "tool_calls"):
                             errors.append(f"client {index}: finish_reason {finish!r}")
@@ -205,6 +231,10 @@ def run(binary, model, minutes, clients, ctx, max_stall, rss_slack, sample_every
         "minutes": minutes, "clients": clients, "requests": len(results), "errors": errors[:20],
         "error_count": len(errors), "max_inter_token_gap_s": round(max(gaps), 3) if gaps else None,
         "p99_inter_token_gap_s": percentile(gaps, 0.99),
+        "chat_max_visible_gap_s": round(max(chat_gaps), 3) if chat_gaps else None,
+        "chat_p99_visible_gap_s": percentile(chat_gaps, 0.99),
+        "chat_longest_gap_stream": {"gap_s": round(chat_longest[0], 3), "visible_tokens": chat_longest[1],
+                                    "generated_tokens": chat_longest[2]},
         "time_to_first_token_s": {"p50": percentile([t for t, _ in ttfts], 0.5),
                                   "p99": percentile([t for t, _ in ttfts], 0.99),
                                   "max": round(max(t for t, _ in ttfts), 3) if ttfts else None,
@@ -246,6 +276,8 @@ def main():
     ap.add_argument("--rss-slack", type=float, default=16.0, help="MiB the RSS may still grow late in the run")
     ap.add_argument("--sample-every", type=float, default=10.0, help="seconds between RSS samples")
     ap.add_argument("--json", help="write the report here")
+    ap.add_argument("--cache-ram", type=int, help="the server's prompt-cache budget in MiB (a small one fills within "
+                    "the run, so the whole RSS must level off; default: the server's)")
     ap.add_argument("--server-log", help="keep the server's log here, each line stamped with the Unix time")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -255,7 +287,7 @@ def main():
             subprocess.run([a.binary, "synth", model, "--layout", "original-bf16", "--preset", "tiny"],
                            check=True, capture_output=True)
         report = run(a.binary, model, a.minutes, a.clients, a.ctx, a.max_stall, a.rss_slack, a.sample_every,
-                     server_log=a.server_log)
+                     server_log=a.server_log, cache_ram=a.cache_ram)
     summary = {k: v for k, v in report.items() if k != "curve"}
     print(json.dumps(summary, indent=2))
     if a.json:
