@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <limits>
 #include <set>
 #include <sstream>

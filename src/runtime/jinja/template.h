@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "runtime/jinja/limits.h"
 #include "runtime/jinja/value.h"
