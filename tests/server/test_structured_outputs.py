@@ -2,6 +2,7 @@
 answer parses and validates every time, the reasoning span is left free, bad schemas are a 400."""
 import json
 
+import anthropic
 import jsonschema
 import openai
 import pytest
@@ -119,3 +120,111 @@ def test_tool_schema_we_cannot_enforce_is_a_400(client):
     with pytest.raises(openai.BadRequestError) as error:
         ask(client, tools=[tool], tool_choice="required")
     assert "minProperties" in str(error.value)
+
+
+# ------------------------------------------------ streaming, and the other front doors
+
+def streamed_calls(stream):
+    """{index: [name, arguments]} from Chat Completions chunks."""
+    calls = {}
+    for chunk in stream:
+        for delta in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+            entry = calls.setdefault(delta.index, ["", ""])
+            if delta.function.name:
+                entry[0] += delta.function.name
+            entry[1] += delta.function.arguments or ""
+    return calls
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_time"}}])
+def test_forced_tool_call_streamed(client, choice):
+    for seed in range(1):
+        calls = streamed_calls(ask(client, tools=[WEATHER_TOOL, OTHER_TOOL], tool_choice=choice, seed=seed, stream=True))
+        assert len(calls) == 1, calls
+        name, arguments = calls[0]
+        if isinstance(choice, dict):
+            assert name == "get_time"
+        tool = {"get_weather": WEATHER_TOOL, "get_time": OTHER_TOOL}[name]
+        jsonschema.validate(json.loads(arguments), tool["function"]["parameters"])
+
+
+def test_responses_text_format_streamed(client):
+    stream = client.responses.create(model="inkling", input="weather?", max_output_tokens=400, temperature=1.0,
+                                     reasoning={"effort": "none"}, stream=True, extra_body={"seed": 8},
+                                     text={"format": {"type": "json_schema", "name": "forecast", "schema": SCHEMA}})
+    events = list(stream)
+    deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    valid(deltas)
+    final = next(e.response for e in events if e.type == "response.completed")
+    assert final.output_text == deltas
+
+
+A_TOOLS = [{"name": t["function"]["name"], "description": t["function"]["description"],
+            "input_schema": t["function"]["parameters"]} for t in (WEATHER_TOOL, OTHER_TOOL)]
+A_SCHEMAS = {t["name"]: t["input_schema"] for t in A_TOOLS}
+
+
+@pytest.fixture()
+def anthropic_client(server):
+    return anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0, timeout=60)
+
+
+def messages_ask(client, **kw):
+    kw.setdefault("model", "tiny")
+    kw.setdefault("max_tokens", 400)
+    kw.setdefault("messages", [{"role": "user", "content": "weather?"}])
+    kw.setdefault("tools", A_TOOLS)
+    return kw
+
+
+@pytest.mark.parametrize("choice", [{"type": "any"}, {"type": "tool", "name": "get_time"}])
+def test_messages_forced_tool_input_follows_the_schema(anthropic_client, choice):
+    for seed in range(2):
+        message = anthropic_client.messages.create(**messages_ask(anthropic_client, tool_choice=choice,
+                                                                  extra_body={"seed": seed, "temperature": 1.0}))
+        assert message.stop_reason == "tool_use", message
+        calls = [b for b in message.content if b.type == "tool_use"]
+        assert len(calls) == 1, message.content
+        if choice["type"] == "tool":
+            assert calls[0].name == "get_time"
+        jsonschema.validate(calls[0].input, A_SCHEMAS[calls[0].name])
+
+
+@pytest.mark.parametrize("choice", [{"type": "any"}, {"type": "tool", "name": "get_weather"}])
+def test_messages_forced_tool_streamed(anthropic_client, choice):
+    for seed in range(1):
+        with anthropic_client.messages.stream(**messages_ask(anthropic_client, tool_choice=choice,
+                                                             extra_body={"seed": 10 + seed, "temperature": 1.0})) as stream:
+            partial = "".join(e.delta.partial_json for e in stream
+                              if e.type == "content_block_delta" and e.delta.type == "input_json_delta")
+            final = stream.get_final_message()
+        assert final.stop_reason == "tool_use", final
+        calls = [b for b in final.content if b.type == "tool_use"]
+        assert len(calls) == 1, final.content
+        if choice["type"] == "tool":
+            assert calls[0].name == "get_weather"
+        # The streamed fragments add up to the input the final message carries.
+        assert json.loads(partial) == calls[0].input
+        jsonschema.validate(calls[0].input, A_SCHEMAS[calls[0].name])
+
+
+BAD_TOOL = {"type": "object", "properties": {"a": {"type": "string"}}, "minProperties": 1}
+
+
+def test_unsupported_schema_is_a_400_at_every_front_door(server, anthropic_client, client):
+    with pytest.raises(anthropic.BadRequestError) as error:
+        anthropic_client.messages.create(**messages_ask(anthropic_client, tool_choice={"type": "any"},
+                                                        tools=[{"name": "f", "input_schema": BAD_TOOL}]))
+    assert "minProperties" in str(error.value)
+    with pytest.raises(openai.BadRequestError) as error:
+        client.responses.create(model="inkling", input="x",
+                                text={"format": {"type": "json_schema", "name": "x",
+                                                 "schema": {"type": "string", "format": "uri"}}})
+    assert '"uri"' in str(error.value)
+    with pytest.raises(openai.BadRequestError) as error:
+        client.responses.create(model="inkling", input="x", tool_choice="required",
+                                tools=[{"type": "function", "name": "f", "parameters": BAD_TOOL}])
+    assert "minProperties" in str(error.value)
+    # The server goes on serving.
+    reply = ask(client, response_format=FORMAT, seed=0)
+    valid(reply.choices[0].message.content)

@@ -1,7 +1,8 @@
 // POST /v1/messages and /v1/messages/count_tokens: the Anthropic Messages API.
 //
 // Thinking: `{"type": "disabled"}` renders effort none; `{"type": "enabled", "budget_tokens": B}`
-// picks the effort from the budget: B < 2048 low, < 8192 medium, < 24576 high, else max.
+// picks the effort from the budget: B < 2048 low, < 8192 medium, < 24576 high, else max; B itself
+// bounds the reasoning (runtime/serve/reasoning_budget.h).
 // Without `thinking`, the template's default effort applies.
 #include "apps/server/front_door.h"
 
@@ -241,6 +242,7 @@ Request parse_message_request(const json& body, const DoorContext& context, bool
       auto max_tokens = get_integer(body, "max_tokens");
       if (!for_count && max_tokens && *budget >= *max_tokens)
         throw bad_request("max_tokens must be greater than thinking.budget_tokens", "thinking");
+      r.reasoning_budget_tokens = *budget;
       r.reasoning_effort = *budget < 2048 ? "low" : *budget < 8192 ? "medium" : *budget < 24576 ? "high" : "max";
     } else if (type == "adaptive") {
       // The template's default effort.

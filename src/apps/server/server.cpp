@@ -26,7 +26,7 @@ using Clock = std::chrono::steady_clock;
 // What the log line and the metrics say about the request a thread is serving.
 struct RequestRecord {
   Clock::time_point start;
-  int64_t prompt_tokens = -1, generated_tokens = -1;
+  int64_t prompt_tokens = -1, generated_tokens = -1, reasoning_tokens = 0;
   std::string note;
 };
 thread_local RequestRecord current_record;
@@ -138,6 +138,7 @@ struct HttpServer::Impl {
         return true;
       });
       current_record.generated_tokens = turn.usage.completion_tokens;
+      current_record.reasoning_tokens = turn.usage.reasoning_tokens;
       if (turn.finish_reason == FinishReason::Error) throw ApiError(500, "server_error", turn.error);
       if (turn.finish_reason == FinishReason::Cancelled) {
         res.status = 499;
@@ -178,7 +179,10 @@ struct HttpServer::Impl {
       done = handle.wait(events, std::chrono::milliseconds(50));
       for (const Event& e : events) {
         if (e.kind == Event::Kind::Warning) log_warning(handle.id(), e.text);
-        if (e.kind == Event::Kind::Finish) record.generated_tokens = e.usage.completion_tokens;
+        if (e.kind == Event::Kind::Finish) {
+          record.generated_tokens = e.usage.completion_tokens;
+          record.reasoning_tokens = e.usage.reasoning_tokens;
+        }
         if (e.kind == Event::Kind::Finish && e.finish_reason == FinishReason::Cancelled && record.note.empty())
           record.note = "cancelled (server stopping)";
         if (!deliver(e)) {
@@ -340,6 +344,8 @@ struct HttpServer::Impl {
       std::string tokens;
       if (r.prompt_tokens >= 0)
         tokens = " prompt=" + std::to_string(r.prompt_tokens) + " generated=" + std::to_string(std::max<int64_t>(r.generated_tokens, 0));
+      // Of the generated tokens, the reasoning (Messages has no usage field for it).
+      if (r.reasoning_tokens > 0) tokens += " reasoning=" + std::to_string(r.reasoning_tokens);
       std::fprintf(stderr, "%s %s %d%s %.1f ms%s%s\n", req.method.c_str(), req.path.c_str(), res.status, tokens.c_str(), ms,
                    r.note.empty() ? "" : " | ", r.note.c_str());
       std::lock_guard lock(metrics_mutex);

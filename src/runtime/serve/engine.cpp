@@ -7,6 +7,7 @@
 
 #include "runtime/generate/sampler.h"
 #include "runtime/chat/output_parser.h"
+#include "runtime/serve/reasoning_budget.h"
 #include "runtime/serve/response_constraint.h"
 #include "runtime/serve/tool_forcer.h"
 #include "runtime/serve/turn_output.h"
@@ -81,6 +82,7 @@ struct Engine::Slot {
   std::optional<TurnOutput> output;
   std::optional<ToolCallForcer> forcer;
   std::optional<ResponseConstraint> constraint;
+  int64_t reasoning_budget = -1;  // reasoning tokens before the answer is forced (-1: unbounded)
   grammar::TokenMask allowed;
   std::vector<int32_t> script;
   size_t script_next = 0;
@@ -311,12 +313,8 @@ void Engine::start(Slot& s, std::unique_ptr<Job> job, size_t reused, std::shared
   s.output.emplace(*tokenizer_, r, std::to_string(s.job->handle->id()));
   s.forcer.emplace(*tokenizer_, r);
   s.constraint.reset();
-  if (r.grammar) {
-    // Reasoning: none at effort "none", else at most half of max_tokens, so the answer has room.
-    const bool no_reasoning = r.reasoning_effort == "none" || (r.reasoning_effort.is_number() && r.reasoning_effort.get<double>() == 0.0);
-    const int64_t budget = no_reasoning ? 0 : r.max_tokens > 0 ? r.max_tokens / 2 : -1;
-    s.constraint.emplace(grammar_matcher(r.grammar, r.grammar_key), budget);
-  }
+  if (r.grammar) s.constraint.emplace(grammar_matcher(r.grammar, r.grammar_key));
+  s.reasoning_budget = reasoning_budget(r);
   s.started = Clock::now();
   s.info = SlotInfo{s.index, true, s.job->handle->id(), int64_t(s.job->prompt.size()), int64_t(reused), 0,
                     int64_t(reused)};
@@ -538,6 +536,7 @@ void Engine::sample(Slot& s) {
   const bool scripted = s.script_next < s.script.size();
   const int64_t remaining = r.max_tokens > 0 ? r.max_tokens - s.generated : -1;
   if (s.constraint && !scripted && s.constraint->allowed(s.allowed, remaining)) grammar::mask_logits(s.allowed, s.logits);
+  if (!scripted) limit_reasoning(s.reasoning_budget, s.output->in_reasoning(), s.output->reasoning_tokens(), s.logits);
   const int32_t candidate = scripted ? s.script[s.script_next] : s.sampler->sample(s.logits, s.state->tokens);
   bool consumed = true;
   const bool forcing = s.forcer->active();

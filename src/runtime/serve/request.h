@@ -57,6 +57,7 @@ struct Request {
   bool ignore_eos = false;   // benchmarks: run to max_tokens even past the end of the turn
   bool cache_prompt = true;  // may start from a kept state or snapshot whose tokens begin this prompt
   nlohmann::ordered_json reasoning_effort;  // null: the template's default
+  int64_t reasoning_budget_tokens = -1;     // Anthropic thinking.budget_tokens; -1: from the effort (reasoning_budget.h)
   int top_logprobs = -1;                    // -1: no logprobs; 0..20: logprobs with that many alternatives
   // response_format / grammar: the answer must derive from this grammar (compiled by the front
   // door); `grammar_key` (its GBNF text) lets requests with the same grammar share mask caches.

@@ -6,15 +6,19 @@ namespace inkling::serve {
 
 namespace t = chat_tokens;
 
-ResponseConstraint::ResponseConstraint(grammar::GrammarMatcher matcher, int64_t reasoning_budget)
-    : matcher_(std::move(matcher)), byte_token_(256, -1), reasoning_budget_(reasoning_budget) {
+ResponseConstraint::ResponseConstraint(grammar::GrammarMatcher matcher)
+    : matcher_(std::move(matcher)), byte_token_(256, -1), reasoning_text_(matcher_.vocabulary()->mask_size()) {
   const grammar::TokenVocabulary& vocab = *matcher_.vocabulary();
-  for (int32_t id = 0; id < vocab.mask_size(); ++id)
-    if (vocab.in_trie(id) && vocab.bytes(id).size() == 1) byte_token_[uint8_t(vocab.bytes(id)[0])] = id;
+  for (int32_t id = 0; id < vocab.mask_size(); ++id) {
+    if (!vocab.in_trie(id)) continue;
+    reasoning_text_.allow(id);
+    if (vocab.bytes(id).size() == 1) byte_token_[uint8_t(vocab.bytes(id)[0])] = id;
+  }
+  reasoning_text_.allow(t::kEndMessage);
 }
 
 ResponseConstraint ResponseConstraint::in_block(grammar::GrammarMatcher matcher) {
-  ResponseConstraint constraint(std::move(matcher), 0);
+  ResponseConstraint constraint(std::move(matcher));
   constraint.phase_ = Phase::Answer;
   return constraint;
 }
@@ -27,15 +31,13 @@ void ResponseConstraint::only(grammar::TokenMask& mask, int32_t token) const {
 bool ResponseConstraint::allowed(grammar::TokenMask& mask, int64_t remaining) {
   switch (phase_) {
     case Phase::Start:
+      // The reasoning budget may take <|content_thinking|> away again (at effort none).
       only(mask, t::kContentText);
-      if (reasoning_budget_ != 0) mask.allow(t::kContentThinking);
+      mask.allow(t::kContentThinking);
       return true;
     case Phase::Reasoning:
-      if (reasoning_budget_ >= 0 && reasoning_tokens_ >= reasoning_budget_) {
-        only(mask, t::kEndMessage);  // the budget is spent: the answer starts
-        return true;
-      }
-      return false;
+      mask = reasoning_text_;  // free text, until the model or its budget closes it
+      return true;
     case Phase::Header: only(mask, t::kMessageModel); return true;
     case Phase::Kind: only(mask, t::kContentText); return true;
     case Phase::Answer: {
@@ -71,7 +73,6 @@ void ResponseConstraint::accept(int32_t token) {
       phase_ = token == t::kContentThinking ? Phase::Reasoning : token == t::kContentText ? Phase::Answer : Phase::Done;
       break;
     case Phase::Reasoning:
-      ++reasoning_tokens_;
       if (token == t::kEndMessage) phase_ = Phase::Header;
       break;
     case Phase::Header: phase_ = token == t::kMessageModel ? Phase::Kind : Phase::Done; break;

@@ -1,5 +1,5 @@
-// response_format / grammar enforced over the Inkling turn: the model reasons freely (within a
-// budget), then the answer block's text follows the grammar and the turn ends right after it:
+// response_format / grammar enforced over the Inkling turn: the model reasons freely (its budget
+// is enforced beside this, by limit_reasoning in reasoning_budget.h), then the answer block's text follows the grammar and the turn ends right after it:
 //   [<|content_thinking|> reasoning <|end_message|> <|message_model|>] <|content_text|> ANSWER
 //   <|end_message|> <|content_model_end_sampling|>
 // The grammar never sees the reasoning, so a schema cannot be broken by it, and it starts where
@@ -15,9 +15,8 @@ namespace inkling::serve {
 
 class ResponseConstraint {
  public:
-  // `matcher`'s vocabulary ends the grammar with <|end_message|>. `reasoning_budget`: reasoning
-  // tokens before the answer is forced (0: no reasoning at all; negative: unbounded).
-  ResponseConstraint(grammar::GrammarMatcher matcher, int64_t reasoning_budget);
+  // `matcher`'s vocabulary ends the grammar with <|end_message|>.
+  explicit ResponseConstraint(grammar::GrammarMatcher matcher);
   // A constraint already inside its block (a forced tool call's JSON, after its header).
   static ResponseConstraint in_block(grammar::GrammarMatcher matcher);
 
@@ -35,8 +34,9 @@ class ResponseConstraint {
 
   grammar::GrammarMatcher matcher_;
   std::vector<int32_t> byte_token_;  // the one-byte token of each byte value (-1: none)
-  int64_t reasoning_budget_;
-  int64_t reasoning_tokens_ = 0;
+  // Inside the reasoning: any text token, and <|end_message|> as the only special token, so the
+  // block cannot turn into an answer the grammar never sees (<|content_text|> without a close).
+  grammar::TokenMask reasoning_text_;
   Phase phase_ = Phase::Start;
 };
 

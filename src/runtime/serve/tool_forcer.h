@@ -2,9 +2,9 @@
 // grammar: the model may reason first; where its answer would begin, the call's header
 // `<|message_model|>NAME<|content_invoke_tool_json|>` is written for it and the model writes the
 // JSON. The name is walked token by token over the declared names: the model's own token when it
-// continues one of them, else the continuation it rates highest. The JSON is not constrained
-// (that needs the grammar engine), so a call can still fail to parse; it then comes back as
-// content like any malformed call.
+// continues one of them, else the continuation it rates highest. The forcer does not constrain
+// the JSON itself: once the header is written, the engine constrains it with the tool's grammar
+// (Request::tool_call_grammars, through ResponseConstraint::in_block).
 #pragma once
 
 #include <cstdint>

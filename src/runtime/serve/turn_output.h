@@ -48,6 +48,7 @@ class TurnOutput {
   const std::string* matched_stop() const { return stop_matcher_.matched(); }
   int tool_calls() const { return completed_calls_; }
   int64_t reasoning_tokens() const { return reasoning_tokens_; }
+  bool in_reasoning() const { return !raw_ && parser_.in_reasoning(); }
 
  private:
   void handle(std::vector<ChatEvent>& events, std::vector<Event>& out);
