@@ -1,6 +1,7 @@
 #include "runtime/jinja/template.h"
 
 #include <nlohmann/json.hpp>
+
 #include "runtime/jinja/lexer.h"
 #include "runtime/jinja/objects.h"
 #include "runtime/jinja/parser.h"
