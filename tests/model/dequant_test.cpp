@@ -1,6 +1,7 @@
 // Dequantization of the stored formats against values worked out by hand from the format specs.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "model/checkpoint_writer.h"
