@@ -164,7 +164,7 @@ Runner add_generate(CLI::App& app) {
       throw Error("the prompt is " + count_of(int64_t(prompt.size()), "token") + ", which leaves no room in --ctx " +
                   std::to_string(run.context));
     if (!tokenizer && !args->print_ids) {
-      std::fprintf(stderr, "%s has no tokenizer: printing the generated token ids\n", model_dir.c_str());
+      std::fprintf(stderr, "%s; printing the generated token ids\n", missing_tokenizer(model_dir).c_str());
       args->print_ids = true;
     }
     const SamplingParams sampling = args->sampling.params(files);
