@@ -45,7 +45,8 @@ pcre=($(pkg-config --cflags --libs libpcre2-8))
 
 # Sources each target links (the fuzz entry point itself comes first).
 sources_of() {
-  local tok="src/runtime/tokenizer/*.cpp src/io/text_file.cpp"
+  # The tokenizer reads GGUF vocabularies too (gguf_tokenizer.cpp): it links the GGUF reader.
+  local tok="src/runtime/tokenizer/*.cpp src/io/text_file.cpp src/io/gguf.cpp src/io/mapped_file.cpp src/tensor/ggml_types.cpp"
   local jinja="src/runtime/jinja/*.cpp"
   case "$1" in
     safetensors) echo "src/io/safetensors.cpp src/io/mapped_file.cpp src/tensor/dtype.cpp src/tensor/tensor_view.cpp" ;;
