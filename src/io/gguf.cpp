@@ -1,13 +1,7 @@
 // Strict GGUF reading: mmap + header validation (see gguf.h for the rules).
 #include "io/gguf.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -173,36 +167,11 @@ int64_t GgufTensor::elements() const {
 // ---- GgufFile ----
 
 GgufFile GgufFile::open(const fs::path& path) {
-  const std::string label = path.string();
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(label + ": cannot open: " + std::strerror(errno));
-  struct stat info {};
-  if (::fstat(fd, &info) != 0) {
-    int saved = errno;
-    ::close(fd);
-    throw Error(label + ": cannot stat: " + std::strerror(saved));
-  }
-  if (!S_ISREG(info.st_mode)) {
-    ::close(fd);
-    throw Error(label + ": not a regular file");
-  }
   GgufFile file;
   file.path_ = path;
-  file.label_ = label;
-  const uint64_t size = uint64_t(info.st_size);
-  if (size > 0) {
-    void* mapping = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (mapping == MAP_FAILED) {
-      int saved = errno;
-      ::close(fd);
-      throw Error(label + ": cannot mmap " + std::to_string(size) + " bytes: " + std::strerror(saved));
-    }
-    file.base_ = static_cast<const uint8_t*>(mapping);
-    file.size_ = size;
-    file.is_mmap_ = true;
-  }
-  ::close(fd);  // the mapping keeps the file alive
-  file.parse();  // on throw, ~GgufFile unmaps
+  file.label_ = path.string();
+  file.bytes_ = MappedFile::map(path, file.label_);
+  file.parse();
   return file;
 }
 
@@ -210,40 +179,9 @@ GgufFile GgufFile::from_bytes(std::vector<uint8_t> bytes, std::string label) {
   GgufFile file;
   file.path_ = label;
   file.label_ = std::move(label);
-  file.owned_ = std::move(bytes);
-  file.base_ = file.owned_.data();
-  file.size_ = file.owned_.size();
+  file.bytes_ = MappedFile::hold(std::move(bytes));
   file.parse();
   return file;
-}
-
-GgufFile::GgufFile(GgufFile&& other) noexcept { *this = std::move(other); }
-
-GgufFile& GgufFile::operator=(GgufFile&& other) noexcept {
-  if (this == &other) return *this;
-  if (is_mmap_ && base_) ::munmap(const_cast<uint8_t*>(base_), size_);
-  path_ = std::move(other.path_);
-  label_ = std::move(other.label_);
-  base_ = std::exchange(other.base_, nullptr);
-  size_ = std::exchange(other.size_, 0);
-  is_mmap_ = std::exchange(other.is_mmap_, false);
-  owned_ = std::move(other.owned_);  // a moved vector keeps its buffer: views stay valid
-  version_ = other.version_;
-  alignment_ = other.alignment_;
-  data_offset_ = other.data_offset_;
-  keys_ = std::move(other.keys_);
-  values_ = std::move(other.values_);
-  tensors_ = std::move(other.tensors_);
-  tensor_index_ = std::move(other.tensor_index_);
-  other.owned_.clear();
-  other.values_.clear();
-  other.tensors_.clear();
-  other.tensor_index_.clear();
-  return *this;
-}
-
-GgufFile::~GgufFile() {
-  if (is_mmap_ && base_) ::munmap(const_cast<uint8_t*>(base_), size_);
 }
 
 void GgufFile::fail_key(std::string_view key, const std::string& what) const {
@@ -255,7 +193,7 @@ void GgufFile::fail_tensor(std::string_view name, const std::string& what) const
 }
 
 void GgufFile::parse() {
-  Cursor in(*this, base_, size_);
+  Cursor in(*this, bytes_.data(), bytes_.size());
   const uint8_t* magic = in.take(4, "the GGUF magic");
   if (std::memcmp(magic, "GGUF", 4) != 0) {
     std::string seen;
@@ -396,11 +334,11 @@ void GgufFile::parse() {
     const uint64_t padding = (alignment_ - data_offset % alignment_) % alignment_;
     if (padding > in.remaining())
       throw Error(label_ + ": the data section would start at offset " + std::to_string(data_offset + padding) +
-                  ", past the end of the file (" + std::to_string(size_) + " bytes)");
+                  ", past the end of the file (" + std::to_string(bytes_.size()) + " bytes)");
     data_offset += padding;
   }
   data_offset_ = data_offset;
-  const uint64_t data_bytes = size_ - data_offset;
+  const uint64_t data_bytes = bytes_.size() - data_offset;
   uint64_t expected = 0;
   for (GgufTensor& tensor : tensors_) {
     if (tensor.offset != expected) {
@@ -415,7 +353,7 @@ void GgufFile::parse() {
       fail_tensor(tensor.name, "bytes [" + std::to_string(tensor.offset) + ", +" + std::to_string(tensor.nbytes) +
                                    ") run past the end of the data section (" + std::to_string(data_bytes) +
                                    " bytes; the file may be truncated)");
-    tensor.data = base_ + data_offset + tensor.offset;
+    tensor.data = bytes_.data() + data_offset + tensor.offset;
     // The next tensor starts at this one's end rounded up to the alignment.
     const uint64_t end = tensor.offset + tensor.nbytes;
     const uint64_t rounded = end + (alignment_ - end % alignment_) % alignment_;

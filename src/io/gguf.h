@@ -26,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "io/mapped_file.h"
 #include "tensor/error.h"
 #include "tensor/ggml_types.h"
 
@@ -91,15 +92,14 @@ class GgufFile {
   // Parses an in-memory image (tests and fuzzing); `label` names it in errors.
   static GgufFile from_bytes(std::vector<uint8_t> bytes, std::string label);
 
-  GgufFile(GgufFile&&) noexcept;
-  GgufFile& operator=(GgufFile&&) noexcept;
-  ~GgufFile();
+  GgufFile(GgufFile&&) noexcept = default;  // the views move with the mapping
+  GgufFile& operator=(GgufFile&&) noexcept = default;
 
   const std::filesystem::path& path() const { return path_; }
   const std::string& label() const { return label_; }
   uint32_t version() const { return version_; }
   uint32_t alignment() const { return alignment_; }
-  uint64_t file_bytes() const { return size_; }
+  uint64_t file_bytes() const { return bytes_.size(); }
   uint64_t data_offset() const { return data_offset_; }  // where the data section starts
 
   const std::vector<std::string>& keys() const { return keys_; }  // in file order
@@ -128,10 +128,7 @@ class GgufFile {
 
   std::filesystem::path path_;
   std::string label_;
-  const uint8_t* base_ = nullptr;
-  uint64_t size_ = 0;
-  bool is_mmap_ = false;
-  std::vector<uint8_t> owned_;
+  MappedFile bytes_;
   uint32_t version_ = 0;
   uint32_t alignment_ = kGgufDefaultAlignment;
   uint64_t data_offset_ = 0;

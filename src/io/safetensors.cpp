@@ -3,7 +3,6 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -154,96 +153,30 @@ void read_fully(const std::filesystem::path& path, std::string_view name, uint64
 }  // namespace
 
 SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
-  const std::string label = path.string();
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail_file(label, std::string("cannot open: ") + std::strerror(errno));
-  struct stat info {};
-  if (::fstat(fd, &info) != 0) {
-    int saved = errno;
-    ::close(fd);
-    fail_file(label, std::string("cannot stat: ") + std::strerror(saved));
-  }
-  if (!S_ISREG(info.st_mode)) {
-    ::close(fd);
-    fail_file(label, "not a regular file");
-  }
   SafetensorsFile file;
   file.path_ = path;
-  const uint64_t size = uint64_t(info.st_size);
-  if (size > 0) {
-    void* mapping = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (mapping == MAP_FAILED) {
-      int saved = errno;
-      ::close(fd);
-      fail_file(label, std::string("cannot mmap ") + std::to_string(size) +
-                           " bytes: " + std::strerror(saved));
-    }
-    file.base_ = static_cast<const uint8_t*>(mapping);
-    file.mapped_bytes_ = size;
-    file.is_mmap_ = true;
-  }
-  ::close(fd);  // the mapping keeps the file alive
-  file.parse(label);  // on throw, ~SafetensorsFile unmaps
+  file.bytes_ = MappedFile::map(path, path.string());
+  file.parse(path.string());
   return file;
 }
 
 SafetensorsFile SafetensorsFile::from_bytes(std::vector<uint8_t> bytes, std::string label) {
   SafetensorsFile file;
   file.path_ = label;
-  file.owned_ = std::move(bytes);
-  file.base_ = file.owned_.data();
-  file.mapped_bytes_ = file.owned_.size();
+  file.bytes_ = MappedFile::hold(std::move(bytes));
   file.parse(std::move(label));
   return file;
 }
 
-SafetensorsFile::SafetensorsFile(SafetensorsFile&& other) noexcept
-    : path_(std::move(other.path_)),
-      base_(std::exchange(other.base_, nullptr)),
-      mapped_bytes_(std::exchange(other.mapped_bytes_, 0)),
-      data_(std::exchange(other.data_, nullptr)),
-      is_mmap_(std::exchange(other.is_mmap_, false)),
-      owned_(std::move(other.owned_)),  // a moved vector keeps its buffer, so base_ stays valid
-      entries_(std::move(other.entries_)),
-      index_(std::move(other.index_)),
-      metadata_(std::move(other.metadata_)) {
-  other.owned_.clear();
-  other.entries_.clear();
-  other.index_.clear();
-  other.metadata_.clear();
-}
-
-SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
-  if (this == &other) return *this;
-  if (is_mmap_ && base_) ::munmap(const_cast<uint8_t*>(base_), mapped_bytes_);
-  path_ = std::move(other.path_);
-  base_ = std::exchange(other.base_, nullptr);
-  mapped_bytes_ = std::exchange(other.mapped_bytes_, 0);
-  data_ = std::exchange(other.data_, nullptr);
-  is_mmap_ = std::exchange(other.is_mmap_, false);
-  owned_ = std::move(other.owned_);
-  entries_ = std::move(other.entries_);
-  index_ = std::move(other.index_);
-  metadata_ = std::move(other.metadata_);
-  other.owned_.clear();
-  other.entries_.clear();
-  other.index_.clear();
-  other.metadata_.clear();
-  return *this;
-}
-
-SafetensorsFile::~SafetensorsFile() {
-  if (is_mmap_ && base_) ::munmap(const_cast<uint8_t*>(base_), mapped_bytes_);
-}
-
 void SafetensorsFile::parse(std::string label) {
-  const uint64_t size = mapped_bytes_;
+  const uint64_t size = bytes_.size();
+  const uint8_t* base = bytes_.data();
   if (size < 8) {
     fail_file(label, "file is " + std::to_string(size) +
                          " bytes, too short for the 8-byte safetensors header length");
   }
   uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = header_len << 8 | base_[i];  // little-endian
+  for (int i = 7; i >= 0; --i) header_len = header_len << 8 | base[i];  // little-endian
   if (header_len > kMaxSafetensorsHeaderBytes) {
     fail_file(label, "header length " + std::to_string(header_len) + " exceeds the " +
                          std::to_string(kMaxSafetensorsHeaderBytes) + "-byte limit");
@@ -253,7 +186,7 @@ void SafetensorsFile::parse(std::string label) {
                          " runs past the end of the file (" + std::to_string(size) +
                          " bytes; the file may be truncated)");
   }
-  const char* text = reinterpret_cast<const char*>(base_ + 8);
+  const char* text = reinterpret_cast<const char*>(base + 8);
   json header = parse_header_json(label, text, text + header_len);
 
   const uint64_t data_len = size - 8 - header_len;
@@ -390,7 +323,7 @@ void SafetensorsFile::parse(std::string label) {
   std::map<std::string, size_t, std::less<>> index;
   for (size_t i = 0; i < entries.size(); ++i) index.emplace(entries[i].name, i);
 
-  data_ = base_ + 8 + header_len;
+  data_offset_ = 8 + header_len;
   entries_ = std::move(entries);
   index_ = std::move(index);
   metadata_ = std::move(metadata);
@@ -405,7 +338,7 @@ std::optional<TensorView> SafetensorsFile::find(std::string_view name) const {
   TensorView view;
   view.dtype = entry.dtype;
   view.shape = entry.shape;
-  view.data = data_ + entry.begin;
+  view.data = bytes_.data() + data_offset_ + entry.begin;
   view.nbytes = size_t(entry.end - entry.begin);
   return view;
 }
@@ -417,11 +350,11 @@ void SafetensorsFile::read_tensor(std::string_view name, uint64_t begin, uint64_
                                                        std::to_string(count) + ") past its " +
                                                        std::to_string(view.nbytes) + " bytes");
   }
-  if (!is_mmap_) {
+  if (!bytes_.is_mapped()) {
     if (count) std::memcpy(out, view.data + begin, count);
     return;
   }
-  read_fully(path_, name, uint64_t(view.data - base_) + begin, count, [&](uint64_t done, std::vector<iovec>& pieces) {
+  read_fully(path_, name, uint64_t(view.data - bytes_.data()) + begin, count, [&](uint64_t done, std::vector<iovec>& pieces) {
     pieces.push_back({out + done, size_t(count - done)});
   });
 }
@@ -437,13 +370,13 @@ void SafetensorsFile::read_tensor_rows(std::string_view name, uint64_t first_row
                                                        std::to_string(rows) + ") of " + std::to_string(row_bytes) +
                                                        " bytes past its " + std::to_string(view.nbytes) + " bytes");
   }
-  if (!is_mmap_) {
+  if (!bytes_.is_mapped()) {
     for (uint64_t r = 0; r < rows; ++r)
       std::memcpy(out + r * out_stride, view.data + (first_row + r) * row_bytes, row_bytes);
     return;
   }
   // Each preadv scatters up to IOV_MAX rows straight into place: no bounce buffer.
-  read_fully(path_, name, uint64_t(view.data - base_) + first_row * row_bytes, rows * row_bytes,
+  read_fully(path_, name, uint64_t(view.data - bytes_.data()) + first_row * row_bytes, rows * row_bytes,
              [&](uint64_t done, std::vector<iovec>& pieces) {
                // From byte `done` of the rows: the rest of its row, then whole rows.
                const uint64_t row = done / row_bytes, into = done % row_bytes;
@@ -456,7 +389,7 @@ void SafetensorsFile::read_tensor_rows(std::string_view name, uint64_t first_row
 
 bool SafetensorsFile::read_ahead(std::string_view name) const {
   const TensorView view = get(name);
-  if (!is_mmap_ || view.nbytes == 0) return false;
+  if (!bytes_.is_mapped() || view.nbytes == 0) return false;
   const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
   const uintptr_t first = uintptr_t(view.data) / page * page;
   const uintptr_t last = uintptr_t(view.data) + view.nbytes;

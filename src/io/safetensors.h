@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "io/mapped_file.h"
 #include "io/resident_memory.h"
 #include "tensor/error.h"
 #include "tensor/tensor_view.h"
@@ -42,9 +43,8 @@ class SafetensorsFile {
   // Parses an in-memory image (used by tests and fuzzing); `label` names it in errors.
   static SafetensorsFile from_bytes(std::vector<uint8_t> bytes, std::string label);
 
-  SafetensorsFile(SafetensorsFile&&) noexcept;
-  SafetensorsFile& operator=(SafetensorsFile&&) noexcept;
-  ~SafetensorsFile();
+  SafetensorsFile(SafetensorsFile&&) noexcept = default;  // the views move with the mapping
+  SafetensorsFile& operator=(SafetensorsFile&&) noexcept = default;
 
   const std::filesystem::path& path() const { return path_; }
   const std::vector<TensorEntry>& entries() const { return entries_; }  // in file order
@@ -53,7 +53,7 @@ class SafetensorsFile {
   // Throws naming the file when missing.
   TensorView get(std::string_view name) const;
   std::optional<TensorView> find(std::string_view name) const;
-  uint64_t file_bytes() const { return mapped_bytes_; }
+  uint64_t file_bytes() const { return bytes_.size(); }
   // Copies bytes [begin, begin + count) of tensor `name` to `out`. A mapped file is read with
   // pread, not through the mapping, so its pages never count toward this process's RSS.
   void read_tensor(std::string_view name, uint64_t begin, uint64_t count, uint8_t* out) const;
@@ -72,11 +72,8 @@ class SafetensorsFile {
   void parse(std::string label);
 
   std::filesystem::path path_;
-  const uint8_t* base_ = nullptr;  // start of the mapping (or owned buffer)
-  uint64_t mapped_bytes_ = 0;
-  const uint8_t* data_ = nullptr;  // start of the data section
-  bool is_mmap_ = false;
-  std::vector<uint8_t> owned_;
+  MappedFile bytes_;
+  uint64_t data_offset_ = 0;  // where the data section starts
   std::vector<TensorEntry> entries_;
   std::map<std::string, size_t, std::less<>> index_;
   std::map<std::string, std::string> metadata_;

@@ -145,6 +145,13 @@ void bf16_matvec_rows(const WeightMatrix& w, const uint16_t* x, int64_t row_begi
 // linear_avx512.cpp: row r of w decoded to f32 (natural column order), any format.
 void avx512_decode_row(const WeightMatrix& w, int64_t r, float* out);
 
+// ggml_dot_avx2.cpp (AVX2 + FMA + F16C; call only where AVX2 runs): row . x for a ggml block type
+// with an AVX2 decode kernel (Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS), each block decoded in registers
+// rather than the row dequantized first; `blocks` blocks of the type, x [blocks * block
+// elements]. nullptr for the other types (they take the scalar reference).
+using GgmlRowDot = float (*)(const uint8_t* row, const float* x, int64_t blocks);
+GgmlRowDot ggml_row_dot_avx2(GgmlType type);
+
 // 256-entry E4M3 -> f32 table (NaN codes included) for the NVFP4 paths.
 const float* e4m3_table();
 

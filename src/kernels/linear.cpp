@@ -28,18 +28,22 @@ using detail::PreparedX;
 
 const Backend& active_backend() { return detail::backend_for(active_isa()); }
 
-// The ggml block types have only their scalar reference kernels (dequantize a row, then dot) so
-// far: a call that involves one runs on the scalar backend.
+// The ggml block types have SIMD kernels on the AVX2 backend only (ggml_dot_avx2.cpp; the types
+// without one take the scalar reference there): a call that involves one runs on the AVX2
+// backend where the active path is AVX2 or AVX-512, else on the scalar one.
+const Backend& ggml_backend() {
+  return active_isa() == Isa::Scalar ? detail::scalar_backend() : detail::avx2_backend();
+}
 const Backend& backend_for_all(std::initializer_list<const WeightMatrix*> matrices) {
   for (const WeightMatrix* w : matrices)
-    if (w->format == WeightFormat::Ggml) return detail::scalar_backend();
+    if (w->format == WeightFormat::Ggml) return ggml_backend();
   return active_backend();
 }
 template <class Products, class Matrices>
 const Backend& backend_for_products(const Products& products, const Matrices& matrices_of) {
   for (const auto& p : products)
     for (const WeightMatrix* w : matrices_of(p))
-      if (w->format == WeightFormat::Ggml) return detail::scalar_backend();
+      if (w->format == WeightFormat::Ggml) return ggml_backend();
   return active_backend();
 }
 

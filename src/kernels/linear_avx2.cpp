@@ -499,7 +499,13 @@ void matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, 
         return;
       }
       break;
-    case WeightFormat::Ggml: break;  // the generic fallback after the switch
+    case WeightFormat::Ggml:
+      if (const GgmlRowDot dot = ggml_row_dot_avx2(w.ggml_type)) {
+        const int64_t blocks = w.cols / ggml_type_info(w.ggml_type).block_elements;
+        for (int64_t r = row_begin; r < row_end; ++r) y[r - row_begin] = dot(w.data + r * w.row_stride, px.x, blocks);
+        return;
+      }
+      break;  // the scalar reference after the switch
     case WeightFormat::NvFp4:
       if (px.x_q8) return q8_matvec_rows(w, px, row_begin, row_end, y);
       for (int64_t r = row_begin; r < row_end; ++r) y[r - row_begin] = dot_nvfp4(w, r, px);

@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <map>
+#include <string>
+#include <string_view>
 
 namespace inkling {
 
@@ -79,6 +81,86 @@ double shortest(float value) {
 
 }  // namespace
 
+namespace {
+
+// llama.cpp's general.file_type numbering (llama_ftype): the type most tensors were quantized to.
+std::string file_type_name(uint64_t code) {
+  static const std::map<uint64_t, std::string> names = {
+      {0, "F32"},      {1, "F16"},     {2, "Q4_0"},     {3, "Q4_1"},    {7, "Q8_0"},     {8, "Q5_0"},
+      {9, "Q5_1"},     {10, "Q2_K"},   {11, "Q3_K_S"},  {12, "Q3_K_M"}, {13, "Q3_K_L"},  {14, "Q4_K_S"},
+      {15, "Q4_K_M"},  {16, "Q5_K_S"}, {17, "Q5_K_M"},  {18, "Q6_K"},   {19, "IQ2_XXS"}, {20, "IQ2_XS"},
+      {21, "Q2_K_S"},  {22, "IQ3_XS"}, {23, "IQ3_XXS"}, {24, "IQ1_S"},  {25, "IQ4_NL"},  {26, "IQ3_S"},
+      {27, "IQ3_M"},   {28, "IQ2_S"},  {29, "IQ2_M"},   {30, "IQ4_XS"}, {31, "IQ1_M"},   {32, "BF16"},
+      {36, "TQ1_0"},   {37, "TQ2_0"},  {38, "MXFP4_MOE"}};
+  auto it = names.find(code);
+  return it == names.end() ? "type " + std::to_string(code) : it->second;
+}
+
+// "blk.12.attn_q.weight" -> "attn_q", "token_embd.weight" -> "token_embd", "blk.3.exp_probs_b.bias"
+// -> "exp_probs_b.bias".
+std::string tensor_family(std::string name) {
+  if (name.rfind("blk.", 0) == 0) {
+    const size_t dot = name.find('.', 4);
+    if (dot != std::string::npos) name.erase(0, dot + 1);
+  }
+  static constexpr std::string_view kWeight = ".weight";
+  if (name.size() > kWeight.size() && name.compare(name.size() - kWeight.size(), kWeight.size(), kWeight) == 0)
+    name.erase(name.size() - kWeight.size());
+  return name;
+}
+
+}  // namespace
+
+nlohmann::ordered_json describe_gguf(const GgufModelFiles& model) {
+  using ojson = nlohmann::ordered_json;
+  const GgufFile& first = model.first();
+  auto optional_string = [&](std::string_view key) { return first.find(key) ? ojson(first.string(key)) : ojson(nullptr); };
+  auto optional_unsigned = [&](std::string_view key) {
+    return first.find(key) ? ojson(first.unsigned_integer(key)) : ojson(nullptr);
+  };
+  ojson out = ojson::object();
+  out["version"] = first.version();
+  out["alignment"] = first.alignment();
+  out["key_count"] = first.keys().size();
+  size_t tensors = 0;
+  ojson files = ojson::array();
+  for (const auto& file : model.files()) {
+    files.push_back(file->path().string());
+    tensors += file->tensors().size();
+  }
+  out["tensor_count"] = tensors;
+  out["split_count"] = model.files().size();
+  out["files"] = files;
+  out["architecture"] = optional_string("general.architecture");
+  out["name"] = optional_string("general.name");
+  const std::string arch = first.find("general.architecture") ? std::string(first.string("general.architecture")) : "";
+  out["context_length"] = optional_unsigned(arch + ".context_length");
+  if (first.find("general.file_type")) {
+    const uint64_t code = first.unsigned_integer("general.file_type");
+    out["file_type"] = {{"code", code}, {"name", file_type_name(code)}};
+  } else {
+    out["file_type"] = nullptr;
+  }
+  out["quantization_version"] = optional_unsigned("general.quantization_version");
+  ojson tokenizer = ojson::object();
+  tokenizer["model"] = optional_string("tokenizer.ggml.model");
+  tokenizer["pre"] = optional_string("tokenizer.ggml.pre");
+  tokenizer["tokens"] = first.find("tokenizer.ggml.tokens") ? ojson(first.string_array("tokenizer.ggml.tokens").size()) : ojson(nullptr);
+  tokenizer["merges"] = first.find("tokenizer.ggml.merges") ? ojson(first.string_array("tokenizer.ggml.merges").size()) : ojson(nullptr);
+  tokenizer["eos_token_id"] = optional_unsigned("tokenizer.ggml.eos_token_id");
+  tokenizer["bos_token_id"] = optional_unsigned("tokenizer.ggml.bos_token_id");
+  tokenizer["padding_token_id"] = optional_unsigned("tokenizer.ggml.padding_token_id");
+  tokenizer["add_bos_token"] = first.find("tokenizer.ggml.add_bos_token") ? ojson(first.boolean("tokenizer.ggml.add_bos_token")) : ojson(nullptr);
+  tokenizer["chat_template"] = first.find("tokenizer.chat_template") != nullptr;
+  out["tokenizer"] = tokenizer;
+  std::map<std::string, std::map<std::string, int>> families;
+  for (const std::string& name : model.names()) families[tensor_family(name)][std::string(ggml_type_name(model.find(name)->type))]++;
+  ojson types = ojson::object();
+  for (const auto& [family, counts] : families) types[family] = counts;
+  out["tensor_types"] = types;
+  return out;
+}
+
 nlohmann::ordered_json describe_checkpoint(const Checkpoint& ckpt) {
   using ojson = nlohmann::ordered_json;
   const ModelConfig& mc = ckpt.config();
@@ -149,6 +231,7 @@ nlohmann::ordered_json describe_checkpoint(const Checkpoint& ckpt) {
   out["formats_per_family"] = formats;
   out["skipped_tensors"] = ckpt.skipped();
   out["warnings"] = ckpt.warnings();
+  if (const GgufModelFiles* gguf = ckpt.gguf()) out["gguf"] = describe_gguf(*gguf);
   return out;
 }
 

@@ -13,8 +13,14 @@ struct ParameterCounts {
 };
 ParameterCounts count_parameters(const Checkpoint& checkpoint);
 
-// Everything `inspect --json` prints.
+// Everything `inspect --json` prints (for a GGUF model, with describe_gguf under "gguf").
 nlohmann::ordered_json describe_checkpoint(const Checkpoint& checkpoint);
+
+// A GGUF model's container and metadata: version, alignment, key and tensor counts, split
+// files, architecture, context length, file type, the tokenizer (model, pre-tokenizer, token
+// and merge counts, special ids, whether a chat template is there), and the ggml types per
+// tensor family ("attn_q": {"Q8_0": 8}: the name less "blk.N." and ".weight").
+nlohmann::ordered_json describe_gguf(const GgufModelFiles& model);
 
 // Relative RMS difference between the dequantized weights of two checkpoints of the same
 // model, per tensor family ("attention", "dense_mlp", "routed_experts", "shared_experts",

@@ -1,13 +1,18 @@
 // Products with ggml block-type weights (WeightFormat::Ggml): every dequantizable type through
 // matvec, matvec_batch, the decode-batch and tiled matmul, and swiglu, against dot products in
-// double of the dequantized rows; whatever ISA the machine would pick, these run the scalar path.
+// double of the dequantized rows, on the path the machine picks (the AVX2 decode kernels for the
+// types that have one, the scalar reference for the others); and each AVX2 decode kernel alone
+// against the scalar reference.
 #include <gtest/gtest.h>
 
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "kernels/backend.h"
+#include "kernels/isa.h"
 #include "kernels/linear.h"
 #include "tensor/dtype.h"
 #include "tensor/error.h"
@@ -177,6 +182,49 @@ INSTANTIATE_TEST_SUITE_P(Types, GgmlLinear, ::testing::ValuesIn(dequantizable_ty
                          [](const ::testing::TestParamInfo<GgmlType>& info) {
                            return std::string(ggml_type_name(info.param));
                          });
+
+// The AVX2 decode kernels regroup the reference's sum (a sub-block's scale times its codes' dot,
+// not each weight times x; 8 lanes, FMAs), so they agree with the double-precision dot of the
+// reference's dequantized row to within float reassociation: at most 64 f32 epsilons of
+// sum |w_i x_i| (the errors measured here are ~1 epsilon; a wrong code, scale or element order
+// is off by a sizeable fraction of the sum).
+constexpr double kReassociationTolerance = 64 * double(FLT_EPSILON);
+
+TEST(GgmlAvx2Dot, EachKernelMatchesTheScalarReference) {
+  if (!kernels::isa_supported(kernels::Isa::Avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS}) {
+    const kernels::detail::GgmlRowDot dot = kernels::detail::ggml_row_dot_avx2(type);
+    ASSERT_NE(dot, nullptr) << ggml_type_name(type) << " should have an AVX2 decode kernel";
+    const int64_t block = ggml_type_info(type).block_elements;
+    std::mt19937 rng(uint32_t(type) + 7);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (int64_t blocks : {1, 3, 5, 9}) {  // odd column counts, each a whole number of blocks
+      const int64_t cols = blocks * block;
+      for (int64_t rows : {1, 4, 7}) {
+        const std::vector<uint8_t> bytes = random_rows(type, rows, cols, rng);
+        const WeightMatrix w = ggml_matrix(type, bytes, rows, cols);
+        std::vector<float> x(static_cast<size_t>(cols)), row(static_cast<size_t>(cols));
+        for (float& v : x) v = normal(rng);
+        for (int64_t r = 0; r < rows; ++r) {
+          dequantize_row(w, r, row.data());
+          double want = 0, magnitude = 0;
+          for (int64_t c = 0; c < cols; ++c) {
+            want += double(row[size_t(c)]) * x[size_t(c)];
+            magnitude += std::fabs(double(row[size_t(c)]) * x[size_t(c)]);
+          }
+          const float got = dot(w.data + r * w.row_stride, x.data(), blocks);
+          ASSERT_NEAR(got, want, kReassociationTolerance * magnitude)
+              << ggml_type_name(type) << ": " << rows << " rows of " << cols << " columns, row " << r;
+        }
+      }
+    }
+  }
+}
+
+TEST(GgmlAvx2Dot, TypesWithoutAKernelTakeTheReference) {
+  EXPECT_EQ(kernels::detail::ggml_row_dot_avx2(GgmlType::IQ2_XXS), nullptr);
+  EXPECT_EQ(kernels::detail::ggml_row_dot_avx2(GgmlType::Q4_0), nullptr);
+}
 
 TEST(GgmlLinear, UnusableTypeIsAnError) {
   std::vector<uint8_t> bytes(64);

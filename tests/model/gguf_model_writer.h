@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../io/gguf_test_util.h"
+#include "../io/gguf_vocabulary_writer.h"
 #include "model/weights.h"
 #include "tensor/dtype.h"
 
@@ -83,6 +84,9 @@ struct GgufModelOptions {
   // Not F32: the matrices are encoded in this type and decoded again, and stored as `matrices`:
   // an F32 file of exactly the values a file of this type holds (its "dequantized twin").
   GgmlType round_trip = GgmlType::F32;
+  // The tokenizer.ggml.* keys and tokenizer.chat_template, from the project's tokenizer.json and
+  // chat template (what the tiny checkpoints carry).
+  bool vocabulary = true;
 };
 
 // `values` as a file of `type` gives them back.
@@ -136,7 +140,10 @@ inline std::filesystem::path write_gguf_model(const Checkpoint& ckpt, const std:
   meta.add_u32("inkling.log_scaling_n_floor", uint32_t(c.log_scaling_n_floor.value_or(0)));
   meta.add_f32("inkling.log_scaling_alpha", c.log_scaling_alpha);
   meta.add_u32("inkling.unpadded_vocab_size", uint32_t(c.unpadded_vocab_size));
-  meta.add_u32("tokenizer.ggml.eos_token_id", uint32_t(ckpt.config().eos_token_id));
+  if (options.vocabulary)
+    add_project_vocabulary_metadata(meta, c.vocab_size, uint32_t(ckpt.config().eos_token_id));
+  else
+    meta.add_u32("tokenizer.ggml.eos_token_id", uint32_t(ckpt.config().eos_token_id));
 
   struct Pending {
     std::string name;

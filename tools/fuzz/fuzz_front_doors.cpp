@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -132,11 +131,7 @@ void write_seeds(const char* dir) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
-  for (int i = 1; i < *argc; ++i)
-    if (std::strcmp((*argv)[i], "-seed_corpus=1") == 0 && i + 1 < *argc) {
-      write_seeds((*argv)[i + 1]);
-      std::exit(0);
-    }
+  inkling::fuzz::write_seeds_if_asked(*argc, *argv, write_seeds);
   return 0;
 }
 

@@ -9,7 +9,6 @@
 // dequantizable type must stay inside the tensor's bytes (ASan checks) and inside the grids.
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -17,6 +16,7 @@
 #include "../../tests/io/gguf_test_util.h"
 #include "io/gguf.h"
 #include "tensor/ggml_types.h"
+#include "fuzz_util.h"
 
 namespace {
 
@@ -61,12 +61,7 @@ void read_quietly(const Read& read) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
-  for (int i = 1; i + 1 < *argc; ++i) {
-    if (std::strcmp((*argv)[i], "-seed_corpus=1") == 0) {
-      write_seeds((*argv)[i + 1]);
-      std::exit(0);
-    }
-  }
+  inkling::fuzz::write_seeds_if_asked(*argc, *argv, write_seeds);
   return 0;
 }
 

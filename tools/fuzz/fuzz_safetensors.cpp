@@ -7,12 +7,12 @@
 // inkling::Error; anything else (a crash, a sanitizer report, another exception type) is a bug.
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "io/safetensors.h"
+#include "fuzz_util.h"
 
 namespace {
 
@@ -45,12 +45,7 @@ void write_seeds(const char* dir) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
-  for (int i = 1; i + 1 < *argc; ++i) {
-    if (std::strcmp((*argv)[i], "-seed_corpus=1") == 0) {
-      write_seeds((*argv)[i + 1]);
-      std::exit(0);
-    }
-  }
+  inkling::fuzz::write_seeds_if_asked(*argc, *argv, write_seeds);
   return 0;
 }
 

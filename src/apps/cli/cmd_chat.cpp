@@ -158,9 +158,10 @@ Runner add_chat(CLI::App& app) {
     require_utf8(args->system, "--system");
     std::string model_dir = model_or_demo(args->model);
     const std::string files = side_files_dir(model_dir);
-    if (!std::filesystem::exists(files + "/tokenizer.json")) throw Error(missing_tokenizer(model_dir));
-    Tokenizer tokenizer = Tokenizer::from_dir(files);
-    ChatTemplate chat_template = ChatTemplate::from_dir(files, args->chat_template);
+    std::optional<Tokenizer> found = model_tokenizer(model_dir);
+    if (!found) throw Error(missing_tokenizer(model_dir));
+    Tokenizer tokenizer = std::move(*found);
+    ChatTemplate chat_template = model_chat_template(model_dir, tokenizer, args->chat_template);
     const SamplingParams sampling = args->sampling.params(files);
     auto checkpoint = open_for_inference(model_dir, args->runtime);
     InklingModel model(*checkpoint, run);
@@ -284,11 +285,9 @@ Runner add_tokenize(CLI::App& app) {
   app.footer("Prints the ids comma-separated, the form generate --prompt-ids takes.\n");
   return [args] {
     require_utf8(args->text, "the text");
-    const std::string files = side_files_dir(args->model);
-    if (GgufModelFiles::looks_like_gguf(args->model) && !std::filesystem::exists(files + "/tokenizer.json"))
-      throw Error(missing_tokenizer(args->model));
-    Tokenizer tokenizer = Tokenizer::from_dir(files);
-    std::vector<int32_t> ids = tokenizer.encode(args->text, !args->no_special);
+    std::optional<Tokenizer> tokenizer = model_tokenizer(args->model);
+    if (!tokenizer) throw Error(missing_tokenizer(args->model));
+    std::vector<int32_t> ids = tokenizer->encode(args->text, !args->no_special);
     std::string line;
     for (size_t i = 0; i < ids.size(); ++i) {
       if (i) line += ',';
@@ -320,9 +319,12 @@ Runner add_render(CLI::App& app) {
     if (!args->effort.empty()) options.reasoning_effort = parse_reasoning_effort(args->effort);
     json messages = read_json(args->messages, "messages");
     if (!args->tools.empty()) options.tools = read_json(args->tools, "tools");
-    ChatTemplate chat_template = args->model.empty()
-                                     ? ChatTemplate::from_source(read_file(args->chat_template, "chat template"), args->chat_template)
-                                     : ChatTemplate::from_dir(side_files_dir(args->model), args->chat_template);
+    std::optional<Tokenizer> tokenizer;  // a GGUF model's template takes its special tokens' texts
+    if (!args->model.empty() && args->chat_template.empty()) tokenizer = model_tokenizer(args->model);
+    ChatTemplate chat_template =
+        args->model.empty() ? ChatTemplate::from_source(read_file(args->chat_template, "chat template"), args->chat_template)
+        : tokenizer         ? model_chat_template(args->model, *tokenizer, args->chat_template)
+                            : ChatTemplate::from_dir(side_files_dir(args->model), args->chat_template);
     std::string prompt = chat_template.render(messages, options);
     std::fwrite(prompt.data(), 1, prompt.size(), stdout);
     std::fputs("\n", stdout);

@@ -34,6 +34,39 @@ Runner add_synth(CLI::App& app) {
   };
 }
 
+namespace {
+
+std::string text_or(const nlohmann::ordered_json& value, const char* absent) {
+  if (value.is_null()) return absent;
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
+// inspect's GGUF section: the container, the metadata that matters here, the types per tensor family.
+void print_gguf(const nlohmann::ordered_json& g) {
+  const auto& t = g["tokenizer"];
+  std::printf("\ngguf         version %d, alignment %d, %d keys, %d tensors in %d file%s\n", g["version"].get<int>(),
+              g["alignment"].get<int>(), g["key_count"].get<int>(), g["tensor_count"].get<int>(),
+              g["split_count"].get<int>(), g["split_count"].get<int>() == 1 ? "" : "s");
+  std::printf("metadata     architecture %s, name %s, context length %s, file type %s\n",
+              text_or(g["architecture"], "(none)").c_str(), text_or(g["name"], "(none)").c_str(),
+              text_or(g["context_length"], "(none)").c_str(),
+              g["file_type"].is_null() ? "(none)" : g["file_type"]["name"].get<std::string>().c_str());
+  std::printf("tokenizer    %s (pre %s), %s tokens, %s merges; eos %s, bos %s, padding %s, add_bos %s; chat template %s\n",
+              text_or(t["model"], "(none)").c_str(), text_or(t["pre"], "(none)").c_str(), text_or(t["tokens"], "no").c_str(),
+              text_or(t["merges"], "no").c_str(), text_or(t["eos_token_id"], "-").c_str(),
+              text_or(t["bos_token_id"], "-").c_str(), text_or(t["padding_token_id"], "-").c_str(),
+              text_or(t["add_bos_token"], "-").c_str(), t["chat_template"].get<bool>() ? "yes" : "no");
+  std::printf("tensor types per family:\n");
+  for (const auto& [family, counts] : g["tensor_types"].items()) {
+    std::string line;
+    for (const auto& [type, count] : counts.items())
+      line += (line.empty() ? "" : ", ") + type + " x" + std::to_string(count.get<int>());
+    std::printf("  %-20s %s\n", family.c_str(), line.c_str());
+  }
+}
+
+}  // namespace
+
 Runner add_inspect(CLI::App& app) {
   struct Args {
     std::string model;
@@ -77,6 +110,7 @@ Runner add_inspect(CLI::App& app) {
     std::printf("\nformats per tensor family:\n");
     for (const auto& [family, formats] : info["formats_per_family"].items())
       std::printf("  %-16s %s\n", family.c_str(), formats.dump().c_str());
+    if (info.contains("gguf")) print_gguf(info["gguf"]);
     std::printf("skipped tensors: %zu (vision / audio / mtp / calibration)\n", info["skipped_tensors"].size());
     for (const auto& warning : info["warnings"]) std::printf("warning: %s\n", warning.get<std::string>().c_str());
     return 0;

@@ -146,8 +146,7 @@ Runner add_generate(CLI::App& app) {
       if (id < 0 || id >= config.text.unpadded_vocab_size)
         throw Error("--prompt-ids: token id " + std::to_string(id) + " is out of range for this model (vocabulary 0.." +
                     std::to_string(config.text.unpadded_vocab_size - 1) + ")");
-    std::optional<Tokenizer> tokenizer;
-    if (std::filesystem::exists(files + "/tokenizer.json")) tokenizer = Tokenizer::from_dir(files);
+    std::optional<Tokenizer> tokenizer = model_tokenizer(model_dir);
     if (args->chat) {
       if (!tokenizer) throw Error(missing_tokenizer(model_dir) + "; --chat needs one");
       nlohmann::ordered_json messages = nlohmann::ordered_json::array();
@@ -155,7 +154,7 @@ Runner add_generate(CLI::App& app) {
       messages.push_back({{"role", "user"}, {"content", args->prompt}});
       ChatRenderOptions render;
       if (!args->reasoning_effort.empty()) render.reasoning_effort = parse_reasoning_effort(args->reasoning_effort);
-      prompt = ChatTemplate::from_dir(files, args->chat_template).encode(*tokenizer, messages, render);
+      prompt = model_chat_template(model_dir, *tokenizer, args->chat_template).encode(*tokenizer, messages, render);
     } else if (prompt.empty()) {
       if (!tokenizer) throw Error(missing_tokenizer(model_dir) + "; use --prompt-ids");
       prompt = tokenizer->encode(args->prompt, !args->no_special);
@@ -165,7 +164,7 @@ Runner add_generate(CLI::App& app) {
       throw Error("the prompt is " + count_of(int64_t(prompt.size()), "token") + ", which leaves no room in --ctx " +
                   std::to_string(run.context));
     if (!tokenizer && !args->print_ids) {
-      std::fprintf(stderr, "%s has no tokenizer.json: printing the generated token ids\n", model_dir.c_str());
+      std::fprintf(stderr, "%s; printing the generated token ids\n", missing_tokenizer(model_dir).c_str());
       args->print_ids = true;
     }
     const SamplingParams sampling = args->sampling.params(files);
@@ -180,7 +179,7 @@ Runner add_generate(CLI::App& app) {
     options.stop_ids = {checkpoint->config().eos_token_id};
     std::optional<grammar::GrammarMatcher> matcher;
     if (output_grammar) {
-      if (!tokenizer) throw Error(model_dir + " has no tokenizer.json; a grammar needs one");
+      if (!tokenizer) throw Error(missing_tokenizer(model_dir) + "; a grammar needs one");
       matcher.emplace(output_grammar, grammar::TokenVocabulary::from_tokenizer(*tokenizer, int32_t(model.vocab()), options.stop_ids));
       options.constraint = &*matcher;
     }

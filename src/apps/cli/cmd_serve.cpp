@@ -112,9 +112,10 @@ Runner add_serve(CLI::App& app) {
     if (!std::filesystem::is_directory(model_dir) && !GgufModelFiles::looks_like_gguf(model_dir))
       throw Error("-m " + model_dir + ": no such checkpoint directory or .gguf file");
     const std::string files = side_files_dir(model_dir);
-    if (!std::filesystem::exists(files + "/tokenizer.json")) throw Error(missing_tokenizer(model_dir) + "; the server needs one");
-    Tokenizer tokenizer = Tokenizer::from_dir(files);
-    ChatTemplate chat_template = ChatTemplate::from_dir(files, args->chat_template);
+    std::optional<Tokenizer> found = model_tokenizer(model_dir);
+    if (!found) throw Error(missing_tokenizer(model_dir) + "; the server needs one");
+    Tokenizer tokenizer = std::move(*found);
+    ChatTemplate chat_template = model_chat_template(model_dir, tokenizer, args->chat_template);
     options.default_sampling = generation_defaults(files);
     options.model_name = !args->alias.empty() ? args->alias
                                               : std::filesystem::path(model_dir).lexically_normal().filename().string();

@@ -5,13 +5,16 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/forward.h"
 #include "runtime/generate/sampler.h"
 
+#include "runtime/chat/chat_template.h"
 #include "runtime/chat/output_parser.h"
+#include "runtime/tokenizer/tokenizer.h"
 
 namespace inkling::cli {
 
@@ -96,9 +99,16 @@ std::string model_or_demo(const std::string& model);
 // Where a -m argument's tokenizer.json, tokenizer_config.json, generation_config.json and chat
 // template are: the directory itself, or for a .gguf file the directory holding it.
 std::string side_files_dir(const std::string& model);
-// "M has no tokenizer.json" for -m M, saying for a GGUF model where to put one (the tokenizer is
-// not read from GGUF metadata yet).
+// "M has no tokenizer.json" for -m M, saying for a GGUF model without a vocabulary in its
+// metadata where to put one.
 std::string missing_tokenizer(const std::string& model);
+// The tokenizer of -m M: tokenizer.json (with tokenizer_config.json) in its side-file directory,
+// else a GGUF model's tokenizer.ggml.* metadata; nullopt when it has neither.
+std::optional<Tokenizer> model_tokenizer(const std::string& model);
+// The chat template of -m M, whose tokenizer is `tokenizer`: `override_path` when given, else the
+// side files' (tokenizer_config.json, chat_template.jinja) beside a tokenizer.json, else a GGUF
+// model's tokenizer.chat_template, else chat_template.jinja beside it or the built-in one.
+ChatTemplate model_chat_template(const std::string& model, const Tokenizer& tokenizer, const std::string& override_path);
 
 // Prints one streamed chat turn (cmd_chat.cpp): the answer on stdout as it arrives; reasoning
 // hidden, or with show_reasoning shown (dimmed on a terminal); tool calls as "[tool call] ..."

@@ -255,9 +255,34 @@ std::string side_files_dir(const std::string& model) {
 
 std::string missing_tokenizer(const std::string& model) {
   if (!GgufModelFiles::looks_like_gguf(model)) return model + " has no tokenizer.json";
-  return model + " is a GGUF model and " + side_files_dir(model) +
-         " has no tokenizer.json: the tokenizer is not read from GGUF metadata yet, so put the checkpoint's "
-         "tokenizer.json (and tokenizer_config.json) beside the .gguf file";
+  return model + " is a GGUF model without a vocabulary in its metadata (tokenizer.ggml.tokens) and " +
+         side_files_dir(model) + " has no tokenizer.json: put the checkpoint's tokenizer.json (and " +
+         "tokenizer_config.json) beside the .gguf file";
+}
+
+namespace {
+
+bool has_tokenizer_json(const std::string& model) {
+  return std::filesystem::exists(side_files_dir(model) + "/tokenizer.json");
+}
+
+}  // namespace
+
+std::optional<Tokenizer> model_tokenizer(const std::string& model) {
+  if (has_tokenizer_json(model)) return Tokenizer::from_dir(side_files_dir(model));
+  if (!GgufModelFiles::looks_like_gguf(model)) return std::nullopt;
+  const std::unique_ptr<GgufModelFiles> gguf = GgufModelFiles::open(model);
+  if (!Tokenizer::gguf_has_vocabulary(*gguf)) return std::nullopt;
+  return Tokenizer::from_gguf(*gguf);
+}
+
+ChatTemplate model_chat_template(const std::string& model, const Tokenizer& tokenizer, const std::string& override_path) {
+  const std::string files = side_files_dir(model);
+  if (!override_path.empty() || has_tokenizer_json(model) || !GgufModelFiles::looks_like_gguf(model))
+    return ChatTemplate::from_dir(files, override_path);
+  if (std::optional<ChatTemplate> from_metadata = ChatTemplate::from_gguf(*GgufModelFiles::open(model), tokenizer))
+    return std::move(*from_metadata);
+  return ChatTemplate::from_dir(files);
 }
 
 // -m DIR, or the demo checkpoint (written on first use, and again when a file of it is missing).

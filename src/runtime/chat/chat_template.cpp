@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "io/gguf.h"
 #include "io/text_file.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "tensor/error.h"
@@ -98,6 +99,17 @@ ChatTemplate ChatTemplate::from_dir(const std::string& dir, const std::string& o
   std::string jinja_path = dir + "/chat_template.jinja";
   if (std::filesystem::exists(jinja_path)) return from_source(read_text_file(jinja_path, kMaxTemplateFileBytes), jinja_path);
   return from_source(builtin_chat_template(), "builtin");
+}
+
+std::optional<ChatTemplate> ChatTemplate::from_gguf(const GgufModelFiles& model, const Tokenizer& tokenizer) {
+  static constexpr std::string_view kKey = "tokenizer.chat_template";
+  const GgufFile& file = model.first();
+  if (!file.find(kKey)) return std::nullopt;
+  ChatTemplate t = from_source(file.string(kKey), file.label() + "[\"" + std::string(kKey) + "\"]");
+  // No BOS text where the tokenizer adds none, as a tokenizer_config.json with bos_token null.
+  t.set_special_tokens(tokenizer.bos_id() ? tokenizer.token_text(*tokenizer.bos_id()) : "",
+                       tokenizer.eos_id() ? tokenizer.token_text(*tokenizer.eos_id()) : t.eos_token_);
+  return t;
 }
 
 void ChatTemplate::set_special_tokens(std::string bos, std::string eos) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,6 +14,7 @@
 
 namespace inkling {
 
+class GgufModelFiles;
 class Tokenizer;
 
 // Our own template for checkpoints that ship none: the Inkling wire format for
@@ -44,6 +46,10 @@ class ChatTemplate {
   // tokenizer_config.json's chat_template (a string, or a list of {name, template}
   // where "default" is used), else chat_template.jinja, else the built-in one.
   static ChatTemplate from_dir(const std::string& dir, const std::string& override_path = {});
+  // A GGUF model's tokenizer.chat_template (nullopt when its metadata has none), given the
+  // bos_token / eos_token texts of `tokenizer` (its vocabulary, from the same metadata).
+  // Throws naming the file and key when the value is not a string or does not parse.
+  static std::optional<ChatTemplate> from_gguf(const GgufModelFiles& model, const Tokenizer& tokenizer);
 
   // The prompt text. Throws inkling::Error for a bad conversation (messages not an
   // array, a message that is not an object) or an error the template raises.

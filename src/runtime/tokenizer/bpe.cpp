@@ -153,16 +153,16 @@ void BpeModel::check_options(const Json& model) {
 
 void BpeModel::add_token(std::string_view text, long long id) {
   if (id < 0 || id > std::numeric_limits<int32_t>::max())
-    throw Error("tokenizer.json: vocab entry " + describe(text) + " has an invalid id");
+    throw Error(source_ + ": vocab entry " + describe(text) + " has an invalid id");
   if (static_cast<size_t>(id) >= id_ceiling_)
-    throw Error("tokenizer.json: vocab entry " + describe(text) + " has id " + std::to_string(id) +
+    throw Error(source_ + ": vocab entry " + describe(text) + " has id " + std::to_string(id) +
                 ", out of range for a vocab of at most " + std::to_string(id_ceiling_) + " ids");
   if (static_cast<size_t>(id) >= texts_.size()) {
     texts_.resize(static_cast<size_t>(id) + 1);
     bytes_of_.resize(static_cast<size_t>(id) + 1, {0, 0});
   }
-  if (!texts_[id].empty()) throw Error("tokenizer.json: vocab id " + std::to_string(id) + " is used twice");
-  if (text.empty()) throw Error("tokenizer.json: vocab has an empty token");
+  if (!texts_[id].empty()) throw Error(source_ + ": vocab id " + std::to_string(id) + " is used twice");
+  if (text.empty()) throw Error(source_ + ": vocab has an empty token");
   texts_[id] = text;
   ++vocab_count_;
   const std::optional<std::string> bytes = byte_level_to_bytes(text);
@@ -172,17 +172,17 @@ void BpeModel::add_token(std::string_view text, long long id) {
   bytes_arena_.append(raw);
   if (bytes) {
     if (!by_bytes_.insert(*bytes, static_cast<int32_t>(id)))
-      throw Error("tokenizer.json: vocab token " + describe(text) + " appears twice");
+      throw Error(source_ + ": vocab token " + describe(text) + " appears twice");
   } else {
     odd_tokens_.emplace(std::string(text), static_cast<int32_t>(id));
   }
 }
 
 void BpeModel::finish_vocab() {
-  if (vocab_count_ == 0) throw Error("tokenizer.json: model.vocab is empty");
+  if (vocab_count_ == 0) throw Error(source_ + ": the vocabulary has no entries");
   // Real vocabs number their entries 0..n-1; a few holes are tolerated, a sparse table is not.
   if (static_cast<size_t>(id_limit()) > static_cast<size_t>(vocab_count_) + kIdHoleAllowance)
-    throw Error("tokenizer.json: vocab ids run to " + std::to_string(id_limit() - 1) + " but it has only " +
+    throw Error(source_ + ": vocab ids run to " + std::to_string(id_limit() - 1) + " but it has only " +
                 std::to_string(vocab_count_) + " entries");
   for (int b = 0; b < 256; ++b) {
     const char c = static_cast<char>(b);
@@ -199,10 +199,18 @@ void BpeModel::add_merge(std::string_view left, std::string_view right, size_t r
   const auto merged_id = token_id(joined);
   if (!left_id || !right_id || !merged_id) {
     const std::string_view missing = !left_id ? left : !right_id ? right : std::string_view(joined);
-    throw Error("tokenizer.json: merge #" + std::to_string(rank) + " uses token " + describe(missing) +
+    throw Error(source_ + ": merge #" + std::to_string(rank) + " uses token " + describe(missing) +
                 " which is not in the vocab");
   }
   pending_merges_.push_back({*left_id, *right_id, *merged_id});
+}
+
+void BpeModel::add_merge_line(std::string_view line, size_t rank) {
+  const size_t space = line.find(' ');
+  if (space == std::string_view::npos || line.find(' ', space + 1) != std::string_view::npos)
+    throw Error(source_ + ": merge #" + std::to_string(rank) + " " + describe(line) +
+                " is not two tokens separated by one space");
+  add_merge(line.substr(0, space), line.substr(space + 1), rank);
 }
 
 void BpeModel::build_merge_table() {
@@ -239,12 +247,7 @@ BpeModel BpeModel::from_json(const Json& model) {
   size_t rank = 0;
   for (const auto& merge : *merges) {
     if (merge.is_string()) {
-      const std::string& line = merge.get_ref<const std::string&>();
-      const size_t space = line.find(' ');
-      if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos)
-        throw Error("tokenizer.json: merge #" + std::to_string(rank) + " " + describe(line) +
-                    " is not two tokens separated by one space");
-      bpe.add_merge(std::string_view(line).substr(0, space), std::string_view(line).substr(space + 1), rank);
+      bpe.add_merge_line(merge.get_ref<const std::string&>(), rank);
     } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
       bpe.add_merge(merge[0].get_ref<const std::string&>(), merge[1].get_ref<const std::string&>(), rank);
     } else {
@@ -267,6 +270,25 @@ BpeModel BpeModel::from_json(const Json& model, std::string_view vocab_json, std
   bpe.finish_vocab();
   scan_merges(merges_json,
               [&](std::string_view left, std::string_view right, size_t rank) { bpe.add_merge(left, right, rank); });
+  bpe.build_merge_table();
+  return bpe;
+}
+
+BpeModel BpeModel::from_tables(std::span<const std::pair<int32_t, std::string_view>> tokens,
+                               std::span<const std::string_view> merges, bool ignore_merges,
+                               const std::string& tokens_source, const std::string& merges_source) {
+  BpeModel bpe;
+  bpe.ignore_merges_ = ignore_merges;
+  bpe.source_ = tokens_source;
+  bpe.by_bytes_.reserve(tokens.size());
+  // The ids are positions in the table, so the table's length bounds them.
+  int64_t largest = -1;
+  for (const auto& [id, text] : tokens) largest = std::max<int64_t>(largest, id);
+  bpe.id_ceiling_ = size_t(largest + 1);
+  for (const auto& [id, text] : tokens) bpe.add_token(text, id);
+  bpe.finish_vocab();
+  bpe.source_ = merges_source;
+  for (size_t rank = 0; rank < merges.size(); ++rank) bpe.add_merge_line(merges[rank], rank);
   bpe.build_merge_table();
   return bpe;
 }

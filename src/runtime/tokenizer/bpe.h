@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -53,6 +54,14 @@ class BpeModel {
   // the corresponding members of `model` are ignored.
   static BpeModel from_json(const nlohmann::json& model, std::string_view vocab_json, std::string_view merges_json);
 
+  // A vocabulary given as tables (a GGUF file's tokenizer.ggml.tokens and .merges): `tokens` are
+  // (id, spelling) pairs, spelled as tokenizer.json spells them (byte-level characters), and
+  // `merges` are "left right" lines, highest priority first. `tokens_source` and
+  // `merges_source` begin the errors about each table ("FILE: key \"tokenizer.ggml.merges\"").
+  static BpeModel from_tables(std::span<const std::pair<int32_t, std::string_view>> tokens,
+                              std::span<const std::string_view> merges, bool ignore_merges,
+                              const std::string& tokens_source, const std::string& merges_source);
+
   // Appends the ids of one pre-tokenized piece (raw bytes).
   void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
 
@@ -89,6 +98,7 @@ class BpeModel {
   void add_token(std::string_view text, long long id);
   void finish_vocab();
   void add_merge(std::string_view left, std::string_view right, size_t rank);
+  void add_merge_line(std::string_view line, size_t rank);  // "left right"
   void build_merge_table();
 
   struct PendingMerge {
@@ -112,6 +122,8 @@ class BpeModel {
   // Ids may not exceed what a vocab of the file's size could hold: tables are indexed by id, and
   // one entry "x": 100000000 must not allocate gigabytes.
   size_t id_ceiling_ = 0;
+  // What the errors about the table being read start with.
+  std::string source_ = "tokenizer.json";
 };
 
 }  // namespace inkling::tok_detail

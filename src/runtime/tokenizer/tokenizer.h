@@ -1,6 +1,7 @@
 // Tokenizer for HF tokenizer.json files with a byte-level BPE model (the
 // Inkling / o200k tokenizer and the GPT-2 family), plus the few fields of
-// tokenizer_config.json that matter at inference time.
+// tokenizer_config.json that matter at inference time; or the same tokenizer from a GGUF
+// model's tokenizer.ggml.* metadata.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,8 @@
 #include <vector>
 
 namespace inkling {
+
+class GgufModelFiles;
 
 // Throws an Error when `text` is not valid UTF-8, naming `what` ("--prompt", "your message") and
 // the byte offset in `text` itself: checked before a template embeds the text, where the
@@ -27,6 +30,15 @@ class Tokenizer {
   static Tokenizer from_dir(const std::string& dir);
   // tokenizer.json content (and optionally tokenizer_config.json content).
   static Tokenizer from_json(std::string_view tokenizer_json, std::string_view config_json = {});
+
+  // The vocabulary a GGUF model carries, as llama.cpp's Inkling converter writes it (see
+  // gguf_tokenizer.cpp): tokenizer.ggml.model "gpt2", .pre "inkling", .tokens and .token_type
+  // (one per embedding row), .merges, .eos_token_id / .bos_token_id / .padding_token_id and
+  // .add_bos_token. Throws inkling::Error naming the file and key when one is missing or
+  // malformed (a merge of non-tokens, more or fewer tokens than token_embd.weight has rows).
+  static Tokenizer from_gguf(const GgufModelFiles& model);
+  // Whether the model's metadata carries a vocabulary (tokenizer.ggml.tokens).
+  static bool gguf_has_vocabulary(const GgufModelFiles& model);
 
   // Ids of `text` (valid UTF-8, else inkling::Error). With parse_special, special-token
   // strings such as "<|message_user|>" become their ids; otherwise they are plain text.
