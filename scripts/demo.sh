@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh
 mkdir -p build
 log=build/demo-build.log
-echo "building inkling (the first build takes about 10 minutes on two cores; log: $log) ..." >&2
+echo "building inkling (the first build takes about 6 minutes on two idle cores; log: $log) ..." >&2
 if ! { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j"$(nproc)" --target inkling; } >"$log" 2>&1; then
   tail -n 40 "$log" >&2
   echo "the build failed; the whole log is in $log" >&2
