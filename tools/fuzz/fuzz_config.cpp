@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "model/config.h"
 #include "tensor/error.h"
 #include "fuzz_util.h"

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/jinja/template.h"
 #include "tensor/error.h"
 #include "fuzz_util.h"
