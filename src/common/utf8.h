@@ -32,11 +32,16 @@ inline void append_utf8(std::string& out, uint32_t cp) {
   out.append(reinterpret_cast<const char*>(bytes), static_cast<size_t>(encode_utf8(cp, bytes)));
 }
 
-// Length of the well-formed sequence at p (RFC 3629: no overlongs, surrogates or code points above
-// U+10FFFF), or 0 when the bytes there, of which `available` exist, do not start one.
-inline size_t valid_utf8_length(const unsigned char* p, size_t available) {
+// What the bytes at p, of which `available` exist, start (RFC 3629: no overlongs, surrogates or
+// code points above U+10FFFF).
+struct Utf8Step {
+  enum Kind { kValid, kInvalid, kTruncated } kind;
+  size_t len;  // kValid: sequence length; kInvalid: bytes one U+FFFD replaces; kTruncated: bytes present
+};
+
+inline Utf8Step utf8_step(const unsigned char* p, size_t available) {
   const unsigned char b0 = p[0];
-  if (b0 < 0x80) return 1;
+  if (b0 < 0x80) return {Utf8Step::kValid, 1};
   size_t need = 0;
   unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
   if (b0 >= 0xC2 && b0 <= 0xDF) {
@@ -50,13 +55,21 @@ inline size_t valid_utf8_length(const unsigned char* p, size_t available) {
     if (b0 == 0xF0) lo = 0x90;  // overlong
     if (b0 == 0xF4) hi = 0x8F;  // above U+10FFFF
   } else {
-    return 0;
+    return {Utf8Step::kInvalid, 1};
   }
-  if (available < need) return 0;
-  if (p[1] < lo || p[1] > hi) return 0;
-  for (size_t i = 2; i < need; ++i)
-    if ((p[i] & 0xC0) != 0x80) return 0;
-  return need;
+  for (size_t i = 1; i < need; ++i) {
+    if (i >= available) return {Utf8Step::kTruncated, i};
+    const unsigned char b = p[i];
+    const bool ok = i == 1 ? (b >= lo && b <= hi) : (b >= 0x80 && b <= 0xBF);
+    if (!ok) return {Utf8Step::kInvalid, i};
+  }
+  return {Utf8Step::kValid, need};
+}
+
+// Length of the well-formed sequence at p, or 0 when the bytes there do not start one.
+inline size_t valid_utf8_length(const unsigned char* p, size_t available) {
+  const Utf8Step step = utf8_step(p, available);
+  return step.kind == Utf8Step::kValid ? step.len : 0;
 }
 
 // Decodes the code point at p, which must start a well-formed sequence, and sets len to its length.

@@ -192,6 +192,14 @@ TEST(JsonSchema, Patterns) {
   Checker quote(json{{"type", "string"}, {"pattern", "^\"[^\"]*\"$"}});
   EXPECT_TRUE(quote(R"("\"hi\"")"));
   EXPECT_FALSE(quote(R"(""hi"")"));
+  // An escaped character before a hex-digit letter: other GBNF readers (xgrammar) take every hex
+  // digit after \x, so the text must never use \x.
+  const json snake = {{"type", "string"}, {"pattern", "^[_a-f]+$"}};
+  EXPECT_EQ(json_schema_to_gbnf(snake).find("\\x"), std::string::npos) << json_schema_to_gbnf(snake);
+  EXPECT_NE(json_schema_to_gbnf(snake).find("\\u005F"), std::string::npos) << json_schema_to_gbnf(snake);
+  Checker snake_case(snake);
+  EXPECT_TRUE(snake_case(R"("_ab_")"));
+  EXPECT_FALSE(snake_case(R"("_ag")"));
   expect_refused(json{{"type", "string"}, {"pattern", "(?=a)a"}}, "lookaround");
   expect_refused(json{{"type", "string"}, {"pattern", R"((a)\1)"}}, "backreferences");
   expect_refused(json{{"type", "string"}, {"pattern", R"(\bword)"}}, "word boundaries");

@@ -114,6 +114,26 @@ def validity(runs, budget):
     return not failures and len(names) >= 30 and total == len(names) * runs
 
 
+def compare_masks(ours, theirs, table):
+    """Classifies our token mask against another engine's: "equal", "canonical" or "different",
+    with the token ids only ours and only theirs allow.
+
+    Where the grammar forces the next bytes (a literal), llguidance and xgrammar allow only the
+    token the tokenizer itself would produce there; we allow every token that stays valid. Then
+    their set is one token and ours are all prefixes of the one forced text: "canonical"."""
+    only_ours = np.nonzero(ours & ~theirs)[0]
+    only_theirs = np.nonzero(theirs & ~ours)[0]
+    if not len(only_ours) and not len(only_theirs):
+        return "equal", only_ours, only_theirs
+    ours_ids = np.nonzero(ours)[0]
+    ours_bytes = [table.get(int(t)) or b"" for t in ours_ids[:64]]
+    longest = max(ours_bytes, key=len, default=b"")
+    if (not len(only_theirs) and int(theirs.sum()) == 1 and len(ours_ids) < 64
+            and all(longest.startswith(b) for b in ours_bytes)):
+        return "canonical", only_ours, only_theirs
+    return "different", only_ours, only_theirs
+
+
 def differential(runs, tokens):
     import llguidance
     import llguidance.numpy as llnp
@@ -143,20 +163,11 @@ def differential(runs, tokens):
                     theirs_words = llnp.allocate_token_bitmask(1, VOCAB)
                     llnp.fill_next_token_bitmask(matcher, theirs_words)
                     theirs = np.unpackbits(theirs_words.view(np.uint8), bitorder="little")[:VOCAB]
-                    only_ours = np.nonzero(ours & ~theirs)[0]
-                    only_theirs = np.nonzero(theirs & ~ours)[0]
+                    verdict, only_ours, only_theirs = compare_masks(ours, theirs, table)
                     theirs_bytes = [table.get(int(t)) or b"" for t in np.nonzero(theirs)[0][:64]]
-                    # Where the grammar forces the next bytes (a literal), llguidance allows only
-                    # the token the tokenizer itself would produce there; we allow every token
-                    # that stays valid. Then its set is one token and ours are all prefixes of
-                    # the one forced text.
-                    ours_bytes = [table.get(int(t)) or b"" for t in np.nonzero(ours)[0][:64]]
-                    longest = max(ours_bytes, key=len, default=b"")
-                    forced_prefixes = (len(only_theirs) == 0 and len(theirs_bytes) == 1 and len(ours_bytes) < 64
-                                       and all(longest.startswith(b) for b in ours_bytes))
-                    if len(only_ours) == 0 and len(only_theirs) == 0:
+                    if verdict == "equal":
                         agree += 1
-                    elif forced_prefixes:
+                    elif verdict == "canonical":
                         canonical += 1
                     else:
                         disagree += 1

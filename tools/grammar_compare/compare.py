@@ -151,24 +151,14 @@ def main():
                     for engine, theirs in (("llguidance", unpack(ll_bits)), ("xgrammar", unpack(xg_bits) if xg else None)):
                         if theirs is None:
                             continue
-                        only_ours = np.nonzero(ours & ~theirs)[0]
-                        only_theirs = np.nonzero(theirs & ~ours)[0]
-                        if not len(only_ours) and not len(only_theirs):
-                            agree[(engine, "equal")] += 1
+                        verdict, only_ours, only_theirs = so.compare_masks(ours, theirs, table)
+                        agree[(engine, verdict)] += 1
+                        if verdict != "different":
                             continue
-                        # Forced literal text: one engine allows only the tokenizer's own token.
-                        theirs_ids, ours_ids = np.nonzero(theirs)[0], np.nonzero(ours)[0]
-                        ours_bytes = [table.get(int(t)) or b"" for t in ours_ids[:64]]
-                        longest = max(ours_bytes, key=len, default=b"")
-                        if (not len(only_theirs) and len(theirs_ids) == 1 and len(ours_ids) < 64
-                                and all(longest.startswith(b) for b in ours_bytes)):
-                            agree[(engine, "canonical")] += 1
-                            continue
-                        agree[(engine, "different")] += 1
                         prefix = b"".join(table.get(t) or b"<special>" for t in run["tokens"][:step])
                         examples.append(
-                            f"{engine}: {name} run {run['run']} step {step} after {prefix[-50:]!r}: {len(ours_ids)} ours vs "
-                            f"{len(theirs_ids)}; only ours {[table.get(int(t)) for t in only_ours[:5]]}, "
+                            f"{engine}: {name} run {run['run']} step {step} after {prefix[-50:]!r}: {int(ours.sum())} ours vs "
+                            f"{int(theirs.sum())}; only ours {[table.get(int(t)) for t in only_ours[:5]]}, "
                             f"only {engine} {[table.get(int(t)) for t in only_theirs[:5]]}")
                 if not ll.consume_token(token):
                     notes[f"llguidance refused a token we allowed ({name})"] += 1

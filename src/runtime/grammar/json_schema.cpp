@@ -30,7 +30,7 @@ member ::= string ws ":" ws value ws
 array ::= "[" ws ( element ( "," ws element )* )? "]"
 element ::= value ws
 string ::= "\"" char* "\""
-char ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
+char ::= [^"\\\u0000-\u001F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
 number ::= integer ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
 integer ::= "-"? ( "0" | [1-9] [0-9]* )
 )";
@@ -48,9 +48,7 @@ std::string gbnf_literal(std::string_view bytes) {
       out += '\\';
       out += char(c);
     } else if (c < 0x20 || c == 0x7F) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02X", c);
-      out += buf;
+      out += gbnf_escape(c);
     } else {
       out += char(c);
     }
@@ -551,21 +549,13 @@ class SchemaCompiler {
       }
       trie[at].word = true;
     }
-    const std::string rest = new_rule(name + "-key-rest", "[^\"\\\\\\x00-\\x1F]* \"\\\"\"");
+    const std::string rest = new_rule(name + "-key-rest", "[^\"\\\\\\u0000-\\u001F]* \"\\\"\"");
     std::vector<std::string> node_rules(trie.size());
     for (size_t i = 0; i < trie.size(); ++i) node_rules[i] = reserve_name(name + "-key");
     for (size_t i = 0; i < trie.size(); ++i) {
-      std::string others = "[^\"\\\\\\x00-\\x1F";
+      std::string others = "[^\"\\\\\\u0000-\\u001F";
       for (const auto& child : trie[i].children) {
-        // \xHH / \uHHHH where they suffice: other GBNF readers take the 8-digit form badly.
-        char buf[16];
-        if (child.first < 0x100)
-          std::snprintf(buf, sizeof buf, "\\x%02X", child.first);
-        else if (child.first < 0x10000)
-          std::snprintf(buf, sizeof buf, "\\u%04X", child.first);
-        else
-          std::snprintf(buf, sizeof buf, "\\U%08X", child.first);
-        others += buf;
+        others += gbnf_escape(child.first);
       }
       others += "]";
       std::vector<std::string> alts{others + " " + rest};

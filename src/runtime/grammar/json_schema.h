@@ -25,4 +25,8 @@ Grammar compile_json_schema(std::string_view schema_text);
 // contents of a JSON string: characters that JSON escapes are written escaped.
 std::string regex_to_gbnf_body(std::string_view pattern);
 
+// A code point as a GBNF escape, \uHHHH (or \UHHHHHHHH above U+FFFF). Never \xHH: GBNF readers
+// such as xgrammar's take every hex digit after \x, so "\x5Fa" would be one code point there.
+std::string gbnf_escape(uint32_t cp);
+
 }  // namespace inkling::grammar

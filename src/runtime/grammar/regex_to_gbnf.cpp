@@ -51,16 +51,8 @@ CodeRanges ascii_complement(const CodeRanges& ranges) {
 }
 
 std::string class_char(uint32_t cp) {
-  char buf[16];
   if ((cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z')) return std::string(1, char(cp));
-  if (cp < 0x100) {
-    std::snprintf(buf, sizeof buf, "\\x%02X", cp);
-  } else if (cp < 0x10000) {
-    std::snprintf(buf, sizeof buf, "\\u%04X", cp);
-  } else {
-    std::snprintf(buf, sizeof buf, "\\U%08X", cp);
-  }
-  return buf;
+  return gbnf_escape(cp);
 }
 
 // The characters of `ranges` as they may appear inside a JSON string: raw where JSON allows it,
@@ -105,7 +97,7 @@ std::string json_chars(const CodeRanges& input) {
       std::snprintf(buf, sizeof buf, "\"\\\\u00%02x\"", cp);
     alternatives.push_back(buf);
   }
-  if (alternatives.empty()) return "[^\\x00-\\U0010FFFF]";  // matches nothing
+  if (alternatives.empty()) return "[^\\u0000-\\U0010FFFF]";  // matches nothing
   if (alternatives.size() == 1) return alternatives[0];
   std::string out = "(";
   for (size_t i = 0; i < alternatives.size(); ++i) out += (i ? " | " : "") + alternatives[i];
@@ -333,6 +325,12 @@ class RegexTranslator {
 };
 
 }  // namespace
+
+std::string gbnf_escape(uint32_t cp) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, cp < 0x10000 ? "\\u%04X" : "\\U%08X", cp);
+  return buf;
+}
 
 std::string regex_to_gbnf_body(std::string_view pattern) { return RegexTranslator(pattern).translate(); }
 

@@ -2,33 +2,6 @@
 
 namespace inkling::tok_detail {
 
-Utf8Step utf8_step(const unsigned char* p, size_t available) {
-  const unsigned char b0 = p[0];
-  if (b0 < 0x80) return {Utf8Step::kValid, 1};
-  size_t need = 0;
-  unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    need = 2;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    need = 3;
-    if (b0 == 0xE0) lo = 0xA0;   // overlong
-    if (b0 == 0xED) hi = 0x9F;   // surrogates
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    need = 4;
-    if (b0 == 0xF0) lo = 0x90;   // overlong
-    if (b0 == 0xF4) hi = 0x8F;   // above U+10FFFF
-  } else {
-    return {Utf8Step::kInvalid, 1};
-  }
-  for (size_t i = 1; i < need; ++i) {
-    if (i >= available) return {Utf8Step::kTruncated, i};
-    const unsigned char b = p[i];
-    const bool ok = i == 1 ? (b >= lo && b <= hi) : (b >= 0x80 && b <= 0xBF);
-    if (!ok) return {Utf8Step::kInvalid, i};
-  }
-  return {Utf8Step::kValid, need};
-}
-
 size_t first_invalid_utf8(std::string_view text) {
   const auto* p = reinterpret_cast<const unsigned char*>(text.data());
   const size_t n = text.size();

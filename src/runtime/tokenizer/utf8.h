@@ -8,20 +8,15 @@
 #include <string>
 #include <string_view>
 
-#include "common/utf8.h"  // decode_utf8, append_utf8
+#include "common/utf8.h"  // utf8_step, decode_utf8, append_utf8
 
 namespace inkling::tok_detail {
 
 // Byte offset of the first invalid or truncated sequence, or text.size() if valid.
 size_t first_invalid_utf8(std::string_view text);
 
-// Result of examining the sequence that starts at some byte.
-struct Utf8Step {
-  enum Kind { kValid, kInvalid, kTruncated } kind;
-  size_t len;  // kValid: sequence length; kInvalid: bytes one U+FFFD replaces; kTruncated: bytes present
-};
-
-Utf8Step utf8_step(const unsigned char* p, size_t available);
+using ::inkling::Utf8Step;
+using ::inkling::utf8_step;
 
 // Appends bytes to out, replacing each maximal invalid subpart with U+FFFD.
 void append_utf8_lossy(std::string& out, std::string_view bytes);
