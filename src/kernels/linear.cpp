@@ -227,8 +227,9 @@ PreparedX prepare(const WeightMatrix& w, const float* x, const Backend& backend,
     prepared.x_nibble_lanes = cache.x_nibble_lanes.data();
   }
   const int chunk = backend.nibble_chunk;
-  // AVX-512 exact bf16 decode reads x in the same even / odd order (bf16_split_row).
-  const bool split_bf16 = w.format == WeightFormat::BF16 && backend.isa == Isa::Avx512;
+  // The AVX-512 exact and the AVX2 bf16 decode read x in the same even / odd order
+  // (bf16_split_row, bf16_split_tile).
+  const bool split_bf16 = w.format == WeightFormat::BF16 && (backend.isa == Isa::Avx512 || backend.isa == Isa::Avx2);
   if ((four_bit || split_bf16) && chunk > 0) {  // the per-chunk path stays the fallback for other shapes
     if (!cache.has_split) {
       const int64_t full = cols / chunk * chunk;

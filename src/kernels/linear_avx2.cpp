@@ -474,6 +474,97 @@ void q8_matvec_rows_multi(const WeightMatrix& w, const PreparedX* xs, int n, int
   });
 }
 
+// bf16 rows against x_split (per 16 columns, the 8 even columns then the 8 odd ones): a 32-byte
+// load holds 16 weights, and in each 32-bit lane the even one is the low half, the odd one the
+// high half, so one shift and one mask make f32 of them (widening 8 weights the usual way costs
+// a shuffle and a shift, and twice the loads). A tile of kRows rows x kTokens tokens: each
+// (row, token) has one accumulator that takes every FMA of that row and token in column order,
+// so its result does not depend on the tile's shape, and a decode batch's token equals the matvec
+// bit for bit. The matvec runs 4 rows at a time (4 independent FMA chains; the load bandwidth of
+// one row at a time was not the limit, the chain was), a decode batch 4 rows x 2 tokens: 8
+// accumulators, the 2 tokens' x in 4 registers, each row's widened halves used twice.
+template <int kRows, int kTokens, Prefetch kPrefetch>
+__attribute__((always_inline)) inline void bf16_split_tile(const uint8_t* const* rows, const PreparedX* const* xs,
+                                                           int64_t cols, float* y, int64_t ldy) {
+  const __m256i odd_half = _mm256_set1_epi32(int(0xffff0000u));
+  __m256 acc[kRows][kTokens];
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 2
+    for (int t = 0; t < kTokens; ++t) acc[r][t] = _mm256_setzero_ps();
+  auto step16 = [&](int64_t c) {
+    __m256 x_even[kTokens], x_odd[kTokens];
+#pragma GCC unroll 2
+    for (int t = 0; t < kTokens; ++t) {
+      x_even[t] = _mm256_loadu_ps(xs[t]->x_split + c);
+      x_odd[t] = _mm256_loadu_ps(xs[t]->x_split + c + 8);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + 2 * c));
+      const __m256 even = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+      const __m256 odd = _mm256_castsi256_ps(_mm256_and_si256(v, odd_half));
+#pragma GCC unroll 2
+      for (int t = 0; t < kTokens; ++t) {
+        acc[r][t] = _mm256_fmadd_ps(even, x_even[t], acc[r][t]);
+        acc[r][t] = _mm256_fmadd_ps(odd, x_odd[t], acc[r][t]);
+      }
+    }
+  };
+  int64_t c = 0;
+  for (; c + 32 <= cols; c += 32) {
+    if constexpr (kPrefetch != Prefetch::None) {
+#pragma GCC unroll 4
+      for (int r = 0; r < kRows; ++r)
+        _mm_prefetch(reinterpret_cast<const char*>(rows[r]) + 2 * c + kRowPrefetchBytes,
+                     kPrefetch == Prefetch::Keep ? _MM_HINT_T0 : _MM_HINT_NTA);
+    }
+    step16(c);
+    step16(c + 16);
+  }
+  if (c + 16 <= cols) {
+    step16(c);
+    c += 16;
+  }
+  // x_split covers whole chunks of 16 only: the rest of the row is read against x.
+  for (; c < cols; c += 8) {
+    const int64_t count = cols - c < 8 ? cols - c : 8;
+    const __m256i mask = tail_mask(count);
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) {
+      const __m256 weights = count == 8 ? load8<WeightFormat::BF16>(rows[r], c)
+                                        : load8_partial<WeightFormat::BF16>(rows[r], c, count);
+#pragma GCC unroll 2
+      for (int t = 0; t < kTokens; ++t)
+        acc[r][t] = _mm256_fmadd_ps(weights, _mm256_maskload_ps(xs[t]->x + c, mask), acc[r][t]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 2
+    for (int t = 0; t < kTokens; ++t) y[t * ldy + r] = reduce(acc[r][t]);
+}
+
+constexpr int kSplitTileRows = 4;
+
+// Rows [row_begin, row_end) for kTokens tokens, kSplitTileRows at a time; y[t * ldy + (r - row_begin)].
+template <int kTokens, Prefetch kPrefetch>
+void bf16_split_rows(const WeightMatrix& w, const PreparedX* const* xs, int64_t row_begin, int64_t row_end,
+                     float* y, int64_t ldy) {
+  int64_t r = row_begin;
+  const uint8_t* rows[kSplitTileRows];
+  for (; r + kSplitTileRows <= row_end; r += kSplitTileRows) {
+    for (int i = 0; i < kSplitTileRows; ++i) rows[i] = w.data + (r + i) * w.row_stride;
+    bf16_split_tile<kSplitTileRows, kTokens, kPrefetch>(rows, xs, w.cols, y + (r - row_begin), ldy);
+  }
+  if (r == row_end) return;
+  with_token_count<kSplitTileRows - 1>(int(row_end - r), [&](auto remaining) {
+    constexpr int kRemaining = decltype(remaining)::value;
+    for (int i = 0; i < kRemaining; ++i) rows[i] = w.data + (r + i) * w.row_stride;
+    bf16_split_tile<kRemaining, kTokens, kPrefetch>(rows, xs, w.cols, y + (r - row_begin), ldy);
+  });
+}
+
 bool affine_fast_path(const WeightMatrix& w) { return w.group_size % 16 == 0; }
 
 void matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, int64_t row_end,
@@ -483,10 +574,15 @@ void matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, 
       for (int64_t r = row_begin; r < row_end; ++r)
         y[r - row_begin] = dot_dense<WeightFormat::F32>(w.data + r * w.row_stride, px.x, w.cols);
       return;
-    case WeightFormat::BF16:
+    case WeightFormat::BF16: {
+      if (px.x_split) {
+        const PreparedX* x = &px;
+        return bf16_split_rows<1, Prefetch::NonTemporal>(w, &x, row_begin, row_end, y, 0);
+      }
       for (int64_t r = row_begin; r < row_end; ++r)
         y[r - row_begin] = dot_dense<WeightFormat::BF16>(w.data + r * w.row_stride, px.x, w.cols);
       return;
+    }
     case WeightFormat::F16:
       for (int64_t r = row_begin; r < row_end; ++r)
         y[r - row_begin] = dot_dense<WeightFormat::F16>(w.data + r * w.row_stride, px.x, w.cols);
@@ -521,26 +617,51 @@ constexpr int kDensePassTokens = 2;
 // A decode batch on dense rows: per block of ~32 KiB of rows (L2-resident between passes), the
 // tokens in passes of kDensePassTokens, whose x (8 KiB each at 2048 columns) stay in L1 while the
 // block's rows go by; the first pass prefetches the stream into every cache level for the others.
+// bf16 rows take the split tiles when every token has x_split.
 template <WeightFormat F>
 void dense_rows_multi(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin, int64_t row_end,
                       float* y, int64_t ldy) {
+  bool split = F == WeightFormat::BF16;
+  for (int t = 0; t < n && split; ++t) split = xs[t].x_split != nullptr;
   constexpr int64_t kBlockBytes = 32 << 10;
   const int64_t block_rows = w.row_stride >= kBlockBytes ? 1 : kBlockBytes / w.row_stride;
+  const int passes = (n + kDensePassTokens - 1) / kDensePassTokens;
   for (int64_t begin = row_begin; begin < row_end; begin += block_rows) {
     const int64_t end = min_i64(row_end, begin + block_rows);
+    // The first pass over a block waits on memory, the others compute from L2: the later passes
+    // bring the next block into L2 meanwhile, a share of its rows each.
+    const int64_t next_rows = min_i64(row_end, end + block_rows) - end;
+    auto prefetch_next_block = [&](int pass) {
+      const int64_t share = (next_rows + passes - 2) / (passes - 1);
+      const int64_t first = end + (pass - 1) * share, last = min_i64(end + next_rows, first + share);
+      for (int64_t r = first; r < last; ++r) {
+        const char* row = reinterpret_cast<const char*>(w.data + r * w.row_stride);
+        for (int64_t line = 0; line < w.cols * 2; line += 64) _mm_prefetch(row + line, _MM_HINT_T1);
+      }
+    };
     for (int t = 0; t < n; t += kDensePassTokens) {
-      const float* x[kDensePassTokens];
       const int count = n - t < kDensePassTokens ? n - t : kDensePassTokens;
-      for (int i = 0; i < count; ++i) x[i] = xs[t + i].x;
       with_token_count<kDensePassTokens>(count, [&](auto tokens) {
         constexpr int kTokens = decltype(tokens)::value;
+        float* out = y + t * ldy + (begin - row_begin);
+        if (split) {
+          const PreparedX* x[kTokens];
+          for (int i = 0; i < kTokens; ++i) x[i] = &xs[t + i];
+          if (t > 0) prefetch_next_block(t / kDensePassTokens);
+          if (t == 0)
+            bf16_split_rows<kTokens, Prefetch::Keep>(w, x, begin, end, out, ldy);
+          else
+            bf16_split_rows<kTokens, Prefetch::None>(w, x, begin, end, out, ldy);
+          return;
+        }
+        const float* x[kTokens];
+        for (int i = 0; i < kTokens; ++i) x[i] = xs[t + i].x;
         for (int64_t r = begin; r < end; ++r) {
           const uint8_t* row = w.data + r * w.row_stride;
-          float* out = y + t * ldy + (r - row_begin);
           if (t == 0)
-            dense_row_dots<F, kTokens, Prefetch::Keep>(row, x, w.cols, out, ldy);
+            dense_row_dots<F, kTokens, Prefetch::Keep>(row, x, w.cols, out + (r - begin), ldy);
           else
-            dense_row_dots<F, kTokens, Prefetch::None>(row, x, w.cols, out, ldy);
+            dense_row_dots<F, kTokens, Prefetch::None>(row, x, w.cols, out + (r - begin), ldy);
         }
       });
     }
