@@ -30,7 +30,7 @@ member ::= string ws ":" ws value ws
 array ::= "[" ws ( element ( "," ws element )* )? "]"
 element ::= value ws
 string ::= "\"" char* "\""
-char ::= [^"\\\u0000-\u001F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
+char ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
 number ::= integer ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
 integer ::= "-"? ( "0" | [1-9] [0-9]* )
 )";
@@ -43,16 +43,7 @@ const std::set<std::string> kUnsupported = {
 
 std::string gbnf_literal(std::string_view bytes) {
   std::string out = "\"";
-  for (unsigned char c : bytes) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += char(c);
-    } else if (c < 0x20 || c == 0x7F) {
-      out += gbnf_escape(c);
-    } else {
-      out += char(c);
-    }
-  }
+  for (unsigned char c : bytes) append_literal_byte(out, c);
   return out + "\"";
 }
 
@@ -549,13 +540,13 @@ class SchemaCompiler {
       }
       trie[at].word = true;
     }
-    const std::string rest = new_rule(name + "-key-rest", "[^\"\\\\\\u0000-\\u001F]* \"\\\"\"");
+    const std::string rest = new_rule(name + "-key-rest", "[^\"\\\\\\x00-\\x1F]* \"\\\"\"");
     std::vector<std::string> node_rules(trie.size());
     for (size_t i = 0; i < trie.size(); ++i) node_rules[i] = reserve_name(name + "-key");
     for (size_t i = 0; i < trie.size(); ++i) {
-      std::string others = "[^\"\\\\\\u0000-\\u001F";
+      std::string others = "[^\"\\\\\\x00-\\x1F";
       for (const auto& child : trie[i].children) {
-        others += gbnf_escape(child.first);
+        append_class_char(others, child.first);
       }
       others += "]";
       std::vector<std::string> alts{others + " " + rest};

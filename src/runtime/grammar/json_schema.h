@@ -25,8 +25,13 @@ Grammar compile_json_schema(std::string_view schema_text);
 // contents of a JSON string: characters that JSON escapes are written escaped.
 std::string regex_to_gbnf_body(std::string_view pattern);
 
-// A code point as a GBNF escape, \uHHHH (or \UHHHHHHHH above U+FFFF). Never \xHH: GBNF readers
-// such as xgrammar's take every hex digit after \x, so "\x5Fa" would be one code point there.
-std::string gbnf_escape(uint32_t cp);
+// GBNF text that every reader takes the same way (ours, llama.cpp's, llguidance's, xgrammar's):
+// \xHH below U+00A0, raw UTF-8 above (llguidance drops the leading zeros of \u0041 and then
+// fails to parse it), and a hex digit after \xHH escaped too (xgrammar reads every hex digit
+// after \x, so "\x5Fa" would be one code point there).
+// One character of a [class] (the caller writes '-' and the brackets):
+void append_class_char(std::string& out, uint32_t cp);
+// One byte of a "literal" (the caller writes the quotes):
+void append_literal_byte(std::string& out, unsigned char c);
 
 }  // namespace inkling::grammar

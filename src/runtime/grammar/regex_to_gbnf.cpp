@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "runtime/grammar/json_schema.h"
+#include "common/utf8.h"
 #include "tensor/error.h"
 
 namespace inkling::grammar {
@@ -50,10 +51,6 @@ CodeRanges ascii_complement(const CodeRanges& ranges) {
   return out;
 }
 
-std::string class_char(uint32_t cp) {
-  if ((cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z')) return std::string(1, char(cp));
-  return gbnf_escape(cp);
-}
 
 // The characters of `ranges` as they may appear inside a JSON string: raw where JSON allows it,
 // escaped for '"', '\\' and control characters.
@@ -75,10 +72,10 @@ std::string json_chars(const CodeRanges& input) {
         ++a;
         continue;
       }
-      raw += class_char(a);
+      append_class_char(raw, a);
       if (b > a) {
         raw += '-';
-        raw += class_char(b);
+        append_class_char(raw, b);
       }
       a = b + 1;
     }
@@ -97,7 +94,11 @@ std::string json_chars(const CodeRanges& input) {
       std::snprintf(buf, sizeof buf, "\"\\\\u00%02x\"", cp);
     alternatives.push_back(buf);
   }
-  if (alternatives.empty()) return "[^\\u0000-\\U0010FFFF]";  // matches nothing
+  if (alternatives.empty()) {  // matches nothing
+    std::string everything = "[^\\x00-";
+    append_class_char(everything, 0x10FFFF);
+    return everything + "]";
+  }
   if (alternatives.size() == 1) return alternatives[0];
   std::string out = "(";
   for (size_t i = 0; i < alternatives.size(); ++i) out += (i ? " | " : "") + alternatives[i];
@@ -326,10 +327,52 @@ class RegexTranslator {
 
 }  // namespace
 
-std::string gbnf_escape(uint32_t cp) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, cp < 0x10000 ? "\\u%04X" : "\\U%08X", cp);
-  return buf;
+namespace {
+
+bool is_hex_digit(uint32_t cp) { return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'f') || (cp >= 'A' && cp <= 'F'); }
+
+// Whether `out` ends with a \xHH escape, which a following hex digit must not touch.
+bool ends_with_hex_escape(const std::string& out) {
+  const size_t n = out.size();
+  if (n < 4 || out[n - 3] != 'x' || !is_hex_digit(uint8_t(out[n - 2])) || !is_hex_digit(uint8_t(out[n - 1])))
+    return false;
+  size_t backslashes = 0;  // an even run before the x is escaped backslashes and a plain x
+  while (backslashes < n - 3 && out[n - 4 - backslashes] == '\\') ++backslashes;
+  return backslashes % 2 == 1;
+}
+
+void append_hex_escape(std::string& out, uint32_t cp) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "\\x%02X", cp);
+  out += buf;
+}
+
+}  // namespace
+
+void append_class_char(std::string& out, uint32_t cp) {
+  const bool alnum = (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z');
+  if (alnum && !(is_hex_digit(cp) && ends_with_hex_escape(out))) {
+    out += char(cp);
+  } else if (cp < 0xA0) {
+    append_hex_escape(out, cp);
+  } else if (cp >= 0xD800 && cp <= 0xDFFF) {  // no UTF-8 form
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "\\u%04X", cp);
+    out += buf;
+  } else {
+    append_utf8(out, cp);
+  }
+}
+
+void append_literal_byte(std::string& out, unsigned char c) {
+  if (c == '"' || c == '\\') {
+    out += '\\';
+    out += char(c);
+  } else if (c < 0x20 || c == 0x7F || (is_hex_digit(c) && ends_with_hex_escape(out))) {
+    append_hex_escape(out, c);
+  } else {
+    out += char(c);
+  }
 }
 
 std::string regex_to_gbnf_body(std::string_view pattern) { return RegexTranslator(pattern).translate(); }
