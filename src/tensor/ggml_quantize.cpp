@@ -43,6 +43,19 @@ void q8_0(const float* x, uint8_t* out) {
   for (int j = 0; j < 32; ++j) out[2 + j] = uint8_t(int8_t(std::round(x[j] * id)));
 }
 
+// Q4_0: per 32 values, d = -(the value of largest magnitude) / 8 (f16), codes x / d + 8 truncated
+// after adding 0.5 (at most 15); byte j holds value j (low nibble) and value j + 16 (high).
+void q4_0(const float* x, uint8_t* out) {
+  float amax = 0, max = 0;
+  for (int j = 0; j < 32; ++j)
+    if (std::fabs(x[j]) > amax) amax = std::fabs(x[j]), max = x[j];
+  const float d = max / -8, id = d != 0.0f ? 1 / d : 0.0f;
+  put_half(out, d);
+  uint8_t codes[32];
+  for (int j = 0; j < 32; ++j) codes[j] = uint8_t(std::min(15, int(int8_t(x[j] * id + 8.5f))));
+  for (int j = 0; j < 16; ++j) out[2 + j] = uint8_t(codes[j] | codes[j + 16] << 4);
+}
+
 // One sub-block of `n` values as scale * L + min with L in 0..nmax and min <= 0: the min-max
 // start, then a search over nstep + 1 scales (nmax + rmin + rdelta * step codes across the range)
 // each refit by weighted least squares, keeping the lowest weighted squared error. Returns the
@@ -245,6 +258,7 @@ bool ggml_quantizable(GgmlType type) {
     case GgmlType::F16:
     case GgmlType::BF16:
     case GgmlType::Q8_0:
+    case GgmlType::Q4_0:
     case GgmlType::Q4_K:
     case GgmlType::Q6_K: return true;
     default: return false;
@@ -274,6 +288,7 @@ void quantize_ggml_row(GgmlType type, const float* values, uint8_t* out, int64_t
         break;
       }
       case GgmlType::Q8_0: q8_0(x, y); break;
+      case GgmlType::Q4_0: q4_0(x, y); break;
       case GgmlType::Q4_K: q4_k(x, y); break;
       case GgmlType::Q6_K: q6_k(x, y); break;
       default: break;

@@ -183,3 +183,65 @@ def test_quantized_file_equals_its_dequantized_twin(checkpoint, name, tmp_path):
     print(f"\n{name} vs its dequantized twin ({twin.name}): max relative {worst:.3g}")
     assert got_ids == want_ids
     assert worst <= 1e-6
+
+
+# ---- against llama.cpp itself: the same file through both engines ----
+#
+# Our libllama client (tools/llama_logits, built here against LLAMA_CPP_DIR) and tools/gguf_vs_llama.py's
+# comparison: greedy 32 tokens from PROMPTS[0], both KV caches f32. The tokens must be equal, or part
+# only at a near tie (llama.cpp's margin between its token and ours under twice the largest logit
+# difference of that row: the random synthetic model has near-tied logits, and two engines that sum in
+# different orders break them either way); the logits before the parting agree within LLAMA_BOUND
+# (max |ours - llama.cpp| / max |llama.cpp|), far closer than either to the safetensors logits.
+
+import sys  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "tools"))
+import gguf_vs_llama  # noqa: E402
+
+LLAMA_BOUND = 0.01
+
+
+@pytest.fixture(scope="module")
+def llama_logits():
+    out = WORK / "llama_logits"
+    run([ROOT / "tools" / "llama_logits" / "build.sh", LLAMA, out])
+    return out
+
+
+def assert_agrees_with_llama(model, client, tmp_path):
+    ours_ids, ours_logits = gguf_vs_llama.ours(INKLING, model, PROMPTS[0], 32, 2, tmp_path / "ours.npy")
+    llama_ids, llama_logits_ = gguf_vs_llama.llama(client, model, PROMPTS[0], 32, 2, tmp_path / "llama.npy")
+    r = gguf_vs_llama.compare(ours_ids, ours_logits, llama_ids, llama_logits_)
+    rel = r["max_abs"] / r["peak"]
+    print(f"\n{model.name} vs llama.cpp: tokens {'equal' if r['equal_tokens'] else 'part at ' + str(r['first_difference'])}"
+          f" (margin {r['margin']}), {r['positions']} positions, max relative {rel:.3g}")
+    assert r["equal_tokens"] or r["near_tie"], f"greedy tokens part at {r['first_difference']}: {ours_ids} vs {llama_ids}"
+    assert rel <= LLAMA_BOUND
+
+
+@pytest.mark.parametrize("name", ["F32", "Q8_0", "Q4_K_M", "IQ4_XS"])
+def test_logits_agree_with_llama_cpp(checkpoint, llama_logits, name, tmp_path):
+    assert_agrees_with_llama(gguf_file(checkpoint, name), llama_logits, tmp_path)
+
+
+# `inkling quantize --to gguf-*` from the same checkpoint: byte for byte the tensors of the
+# converter's Q8_0 file (gguf-py's quantizer) and of llama-quantize's Q4_K_M file (ggml's), same
+# names and types; and llama.cpp loads it and agrees with us on it.
+@pytest.mark.parametrize("name", ["Q8_0", "Q4_K_M"])
+def test_our_quantized_file_is_llama_cpps(checkpoint, llama_logits, name, tmp_path):
+    gguf = pytest.importorskip("gguf")
+    theirs = gguf_file(checkpoint, name)
+    ours = WORK / f"{PRESET}-ours-{name}.gguf"
+    if not ours.exists():
+        run([INKLING, "quantize", "-m", checkpoint, "-o", ours, "--to", "gguf-" + name.lower()])
+    a, b = gguf.GGUFReader(ours), gguf.GGUFReader(theirs)
+    assert [t.name for t in a.tensors] == [t.name for t in b.tensors]
+    for x, y in zip(a.tensors, b.tensors):
+        assert x.tensor_type == y.tensor_type, x.name
+        assert list(x.shape) == list(y.shape), x.name
+        assert np.array_equal(np.asarray(x.data).view(np.uint8), np.asarray(y.data).view(np.uint8)), x.name
+    for key in ("general.file_type", "inkling.block_count", "tokenizer.ggml.eos_token_id"):
+        assert a.fields[key].contents() == b.fields[key].contents(), key
+    assert a.fields["tokenizer.ggml.tokens"].contents() == b.fields["tokenizer.ggml.tokens"].contents()
+    assert_agrees_with_llama(ours, llama_logits, tmp_path)
