@@ -167,11 +167,16 @@ GgufModelPlan plan_gguf_model(const Checkpoint& ckpt, const GgufExportOptions& o
   auto add = [&](const std::string& tensor, GgmlType type, std::vector<int64_t> shape,
                  std::function<std::vector<float>()> values, bool transform) {
     GgufTensorPlan t{tensor, type, {shape.rbegin(), shape.rend()}, nullptr};
-    t.produce = [type, values = std::move(values), transform, &options](std::vector<uint8_t>& out) {
+    const uint64_t dims0 = t.dims.front();
+    t.produce = [type, dims0, values = std::move(values), transform, &options](std::vector<uint8_t>& out) {
       std::vector<float> v = values();
       if (transform && options.transform) options.transform(v);
       out.resize(size_t(ggml_row_bytes(type, int64_t(v.size())).value()));
-      quantize_ggml_row(type, v.data(), out.data(), int64_t(v.size()));
+      // Row by row across the threads (a row is whole blocks; K types search scales per block).
+      const int64_t cols = int64_t(dims0), rows = int64_t(v.size()) / cols;
+      const int64_t row_bytes = int64_t(ggml_row_bytes(type, cols).value());
+#pragma omp parallel for schedule(static)
+      for (int64_t r = 0; r < rows; ++r) quantize_ggml_row(type, v.data() + r * cols, out.data() + r * row_bytes, cols);
     };
     (void)t.nbytes();  // a shape the type cannot hold fails now, naming the tensor
     tensors.push_back(std::move(t));
