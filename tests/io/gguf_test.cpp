@@ -197,7 +197,7 @@ TEST(GgufValidation, StringLengthBeyondTheFile) {
   GgufBuilder builder;
   std::vector<uint8_t> value;
   GgufBuilder::put<uint64_t>(value, ~uint64_t(0) - 3);
-  value.insert(value.end(), {'a', 'b'});
+  GgufBuilder::append(value, "ab", 2);
   builder.add_raw("general.name", uint32_t(GgufValueType::String), value);
   expect_parse_error(builder, {"key \"general.name\" claims 18446744073709551612 bytes", "truncated, or a length that lies"});
 }

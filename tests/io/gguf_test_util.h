@@ -1,5 +1,6 @@
-// A GGUF image builder for tests: writes well-formed files the way ggml's writer lays them out,
-// with knobs to make each field lie (counts, types, offsets, lengths).
+// A GGUF image builder for tests: the library's metadata encoding (io/gguf_writer.h), and the
+// whole file in memory laid out as ggml's writer lays it out, with knobs to make each field lie
+// (counts, types, offsets, lengths).
 #pragma once
 
 #include <cstdint>
@@ -11,10 +12,11 @@
 #include <vector>
 
 #include "io/gguf.h"
+#include "io/gguf_writer.h"
 
 namespace inkling::testing {
 
-class GgufBuilder {
+class GgufBuilder : public GgufMetadata {
  public:
   struct Tensor {
     std::string name;
@@ -28,45 +30,6 @@ class GgufBuilder {
   uint32_t alignment = kGgufDefaultAlignment;  // used for the layout; add_u32("general.alignment") to declare it
   std::optional<uint64_t> tensor_count, kv_count;  // default: the real counts
   bool pad_last_tensor = true;
-
-  void add_raw(const std::string& key, uint32_t type, const std::vector<uint8_t>& value) {
-    put_string(kv_, key);
-    put<uint32_t>(kv_, type);
-    kv_.insert(kv_.end(), value.begin(), value.end());
-    ++kvs_;
-  }
-  template <class T>
-  void add_scalar(const std::string& key, GgufValueType type, T value) {
-    std::vector<uint8_t> bytes;
-    put<T>(bytes, value);
-    add_raw(key, uint32_t(type), bytes);
-  }
-  void add_u32(const std::string& key, uint32_t value) { add_scalar(key, GgufValueType::U32, value); }
-  void add_i32(const std::string& key, int32_t value) { add_scalar(key, GgufValueType::I32, value); }
-  void add_u64(const std::string& key, uint64_t value) { add_scalar(key, GgufValueType::U64, value); }
-  void add_u16(const std::string& key, uint16_t value) { add_scalar(key, GgufValueType::U16, value); }
-  void add_f32(const std::string& key, float value) { add_scalar(key, GgufValueType::F32, value); }
-  void add_bool(const std::string& key, bool value) { add_scalar<uint8_t>(key, GgufValueType::Bool, value ? 1 : 0); }
-  void add_string(const std::string& key, const std::string& value) {
-    std::vector<uint8_t> bytes;
-    put_string(bytes, value);
-    add_raw(key, uint32_t(GgufValueType::String), bytes);
-  }
-  template <class T>
-  void add_array(const std::string& key, GgufValueType element, const std::vector<T>& values) {
-    std::vector<uint8_t> bytes;
-    put<uint32_t>(bytes, uint32_t(element));
-    put<uint64_t>(bytes, values.size());
-    for (const T& value : values) put<T>(bytes, value);
-    add_raw(key, uint32_t(GgufValueType::Array), bytes);
-  }
-  void add_string_array(const std::string& key, const std::vector<std::string>& values) {
-    std::vector<uint8_t> bytes;
-    put<uint32_t>(bytes, uint32_t(GgufValueType::String));
-    put<uint64_t>(bytes, values.size());
-    for (const std::string& value : values) put_string(bytes, value);
-    add_raw(key, uint32_t(GgufValueType::Array), bytes);
-  }
 
   Tensor& add_tensor(const std::string& name, GgmlType type, std::vector<uint64_t> dims, std::vector<uint8_t> bytes) {
     tensors_.push_back({name, uint32_t(type), std::move(dims), std::move(bytes), std::nullopt});
@@ -86,8 +49,8 @@ class GgufBuilder {
     std::vector<uint8_t> out = {'G', 'G', 'U', 'F'};
     put<uint32_t>(out, version);
     put<uint64_t>(out, tensor_count.value_or(tensors_.size()));
-    put<uint64_t>(out, kv_count.value_or(kvs_));
-    out.insert(out.end(), kv_.begin(), kv_.end());
+    put<uint64_t>(out, kv_count.value_or(count()));
+    out.insert(out.end(), encoded().begin(), encoded().end());
     uint64_t offset = 0;
     std::vector<uint64_t> offsets;
     for (const Tensor& tensor : tensors_) {
@@ -114,22 +77,9 @@ class GgufBuilder {
     out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
   }
 
-  template <class T>
-  static void put(std::vector<uint8_t>& out, T value) {
-    uint8_t bytes[sizeof(T)];
-    std::memcpy(bytes, &value, sizeof(T));
-    out.insert(out.end(), bytes, bytes + sizeof(T));
-  }
-  static void put_string(std::vector<uint8_t>& out, const std::string& text) {
-    put<uint64_t>(out, text.size());
-    out.insert(out.end(), text.begin(), text.end());
-  }
-
  private:
   uint64_t pad(uint64_t at) const { return (at + alignment - 1) / alignment * alignment; }
 
-  std::vector<uint8_t> kv_;
-  uint64_t kvs_ = 0;
   std::vector<Tensor> tensors_;
 };
 

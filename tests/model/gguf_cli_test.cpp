@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,62 @@ TEST(GgufCli, InspectShowsTheMetadataAndTheTypesPerFamily) {
         std::to_string(source.text().vocab_size) + " tokens", std::string("chat template yes"),
         std::string("attn_q") + std::string(20 - 6, ' ') + " Q8_0 x" + std::to_string(layers)})
     EXPECT_NE(text_run.out.find(fragment), std::string::npos) << "no '" << fragment << "' in:\n" << text_run.out;
+}
+
+// The converter copies generation_config.json into general.sampling.*; without that file beside
+// the .gguf, those keys are the defaults (options still override them), and a value out of range
+// is an error naming the file.
+TEST(GgufCli, SamplingDefaultsComeFromTheGeneralSamplingKeys) {
+  testing::GgufModelOptions options;
+  options.vocabulary = false;
+  options.extra_metadata = [](testing::GgufBuilder& meta) {
+    meta.add_f32("general.sampling.temp", 0.75f);
+    meta.add_i32("general.sampling.top_k", 40);
+    meta.add_f32("general.sampling.top_p", 0.875f);
+    meta.add_f32("general.sampling.min_p", 0.0625f);
+    meta.add_f32("general.sampling.penalty_repeat", 1.25f);
+  };
+  const fs::path file = lone_gguf("sampling", options);
+  auto generate = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"generate", "-m", file.string(), "--prompt-ids", "1,2,3", "-n", "2", "--seed", "7"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_inkling(args);
+  };
+  const ProcessResult defaults = generate({});
+  ASSERT_EQ(defaults.exit_code, 0) << described(defaults);
+  EXPECT_NE(defaults.err.find("sampling: temperature 0.75, top-k 40, top-p 0.875, min-p 0.0625, repeat-penalty 1.25, "
+                              "seed 7 (GGUF metadata)"),
+            std::string::npos)
+      << defaults.err;
+  const ProcessResult overridden = generate({"--temp", "0"});
+  ASSERT_EQ(overridden.exit_code, 0) << described(overridden);
+  EXPECT_NE(overridden.err.find("sampling: greedy, repeat-penalty 1.25 (GGUF metadata + options)"),
+            std::string::npos)
+      << overridden.err;
+
+  // generation_config.json beside the file comes first.
+  {
+    std::ofstream(file.parent_path() / "generation_config.json") << R"({"do_sample": true, "temperature": 0.5})";
+  }
+  const ProcessResult beside = generate({});
+  ASSERT_EQ(beside.exit_code, 0) << described(beside);
+  EXPECT_NE(beside.err.find("sampling: temperature 0.5, seed 7 (generation_config.json)"), std::string::npos) << beside.err;
+  fs::remove(file.parent_path() / "generation_config.json");
+
+  // No sampling keys: greedy, no source.
+  testing::GgufModelOptions no_vocabulary;
+  no_vocabulary.vocabulary = false;
+  const fs::path plain = lone_gguf("sampling_none", no_vocabulary);
+  const ProcessResult greedy = run_inkling({"generate", "-m", plain.string(), "--prompt-ids", "1,2,3", "-n", "2"});
+  ASSERT_EQ(greedy.exit_code, 0) << described(greedy);
+  EXPECT_NE(greedy.err.find("sampling: greedy\n"), std::string::npos) << greedy.err;
+
+  options.extra_metadata = [](testing::GgufBuilder& meta) { meta.add_f32("general.sampling.top_p", 2.0f); };
+  const fs::path bad = lone_gguf("sampling_bad", options);
+  const ProcessResult refused = run_inkling({"generate", "-m", bad.string(), "--prompt-ids", "1,2,3", "-n", "2"});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("tiny.gguf: general.sampling.*: "), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("top_p"), std::string::npos) << refused.err;
 }
 
 }  // namespace

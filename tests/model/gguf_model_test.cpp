@@ -254,39 +254,12 @@ void rewrite(const fs::path& file, const std::function<void(testing::GgufBuilder
   std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
 }
 
-// Copies every key (as raw bytes, whatever its type) but `skip_key`, and every tensor through `tensor`.
+// Copies every key (whatever its type) but `skip_key`, and every tensor through `tensor`.
 void copy_with(testing::GgufBuilder& out, const GgufFile& in, const std::string& skip_key,
                const std::function<bool(const GgufTensor&, testing::GgufBuilder&)>& tensor) {
   for (const std::string& key : in.keys()) {
     if (key == skip_key) continue;
-    const GgufValue& value = *in.find(key);
-    std::vector<uint8_t> raw;
-    if (value.type == GgufValueType::String) {
-      testing::GgufBuilder::put_string(raw, std::string(value.text));
-    } else if (value.type == GgufValueType::Array) {
-      testing::GgufBuilder::put<uint32_t>(raw, uint32_t(value.element_type));
-      testing::GgufBuilder::put<uint64_t>(raw, value.count);
-      if (value.element_type == GgufValueType::String) {
-        for (std::string_view s : value.strings) testing::GgufBuilder::put_string(raw, std::string(s));
-      } else {
-        const size_t bytes = value.element_type == GgufValueType::Bool || value.element_type == GgufValueType::U8 ||
-                                     value.element_type == GgufValueType::I8
-                                 ? 1
-                             : value.element_type == GgufValueType::U16 || value.element_type == GgufValueType::I16 ? 2
-                             : value.element_type == GgufValueType::U64 || value.element_type == GgufValueType::I64 ||
-                                     value.element_type == GgufValueType::F64
-                                 ? 8
-                                 : 4;
-        raw.insert(raw.end(), value.data, value.data + value.count * bytes);
-      }
-    } else {
-      const size_t bytes = value.type == GgufValueType::U64 || value.type == GgufValueType::I64 || value.type == GgufValueType::F64 ? 8
-                           : value.type == GgufValueType::U16 || value.type == GgufValueType::I16                               ? 2
-                           : value.type == GgufValueType::U8 || value.type == GgufValueType::I8 || value.type == GgufValueType::Bool ? 1
-                                                                                                                                  : 4;
-      raw.insert(raw.end(), value.data, value.data + bytes);
-    }
-    out.add_raw(key, uint32_t(value.type), raw);
+    out.add_value(key, *in.find(key));
   }
   for (const GgufTensor& t : in.tensors()) {
     if (tensor(t, out)) continue;

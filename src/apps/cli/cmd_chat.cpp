@@ -157,12 +157,11 @@ Runner add_chat(CLI::App& app) {
     if (!args->effort.empty()) render.reasoning_effort = parse_reasoning_effort(args->effort);
     require_utf8(args->system, "--system");
     std::string model_dir = model_or_demo(args->model);
-    const std::string files = side_files_dir(model_dir);
     std::optional<Tokenizer> found = model_tokenizer(model_dir);
     if (!found) throw Error(missing_tokenizer(model_dir));
     Tokenizer tokenizer = std::move(*found);
     ChatTemplate chat_template = model_chat_template(model_dir, tokenizer, args->chat_template);
-    const SamplingParams sampling = args->sampling.params(files);
+    const SamplingParams sampling = args->sampling.params(model_dir);
     auto checkpoint = open_for_inference(model_dir, args->runtime);
     InklingModel model(*checkpoint, run);
     show_prefill_progress(model);

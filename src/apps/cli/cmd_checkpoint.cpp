@@ -4,6 +4,7 @@
 
 #include "apps/cli/commands.h"
 #include "model/inspect.h"
+#include "model/gguf_export.h"
 #include "model/quantize.h"
 #include "model/synth.h"
 
@@ -122,10 +123,33 @@ Runner add_quantize(CLI::App& app) {
     std::string model, out, to;
   };
   auto args = std::make_shared<Args>();
-  app.add_option("-m,--model", args->model, "original f32 / bf16 checkpoint directory")->required();
-  app.add_option("-o,--out", args->out, "output directory")->required();
-  app.add_option("--to", args->to, "mlx-4bit | mlx-8bit | nvfp4")->required();
+  app.add_option("-m,--model", args->model,
+                 "input: an original f32 / bf16 checkpoint directory (mlx-*, nvfp4); for gguf-*, any checkpoint "
+                 "directory or .gguf file this engine loads")
+      ->required();
+  app.add_option("-o,--out", args->out, "output directory (mlx-*, nvfp4) or .gguf file (gguf-*)")->required();
+  app.add_option("--to", args->to, "mlx-4bit | mlx-8bit | nvfp4 | gguf-f32 | gguf-bf16 | gguf-q8_0 | gguf-q4_k_m")
+      ->required();
+  app.footer(
+      "gguf-*: one GGUF file laid out as llama.cpp's Inkling converter writes it (tensor names, metadata, the "
+      "tokenizer.ggml.* keys from the checkpoint's tokenizer.json, general.sampling.* from its "
+      "generation_config.json), loadable by llama.cpp and by this engine. gguf-q8_0 makes every matrix Q8_0 (as the "
+      "converter's --outtype q8_0); gguf-q4_k_m is llama-quantize's Q4_K_M mix without an importance matrix: Q6_K "
+      "for output.weight and for attn_v and ffn_down(_exps, _shexp) in the layers llama.cpp gives more bits (the "
+      "first and last eighth, every third between), Q4_K for the other matrices, Q8_0 for a matrix whose rows are "
+      "not a multiple of 256. Norms, convs, rel_proj, router and biases stay F32. Blocks are rounded as ggml's "
+      "reference quantizers round them.\n");
   return [args] {
+    if (args->to.rfind("gguf-", 0) == 0) {
+      const GgufTarget target = gguf_target(args->to.substr(5));
+      Progress progress("quantize to " + args->to);
+      const GgufExportReport report = export_gguf(args->model, args->out, target, std::ref(progress));
+      progress.finish();
+      std::string types;
+      for (const auto& [type, count] : report.types) types += (types.empty() ? "" : ", ") + type + " x" + std::to_string(count);
+      std::printf("wrote %s: %.1f MB (tensors: %s)\n", args->out.c_str(), double(report.output_bytes) / 1e6, types.c_str());
+      return 0;
+    }
     TargetFormat target = parse_target_format(args->to);
     Progress progress("quantize to " + args->to);
     QuantizeReport report = quantize_checkpoint(args->model, args->out, target, std::ref(progress));

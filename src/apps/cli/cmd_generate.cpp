@@ -140,7 +140,6 @@ Runner add_generate(CLI::App& app) {
     if (!args->logits_out.empty()) check_writable(args->logits_out, "--logits-out");
 
     std::string model_dir = model_or_demo(args->model);
-    const std::string files = side_files_dir(model_dir);
     const ModelConfig config = load_checkpoint_config(model_dir);
     for (int32_t id : prompt)
       if (id < 0 || id >= config.text.unpadded_vocab_size)
@@ -167,7 +166,7 @@ Runner add_generate(CLI::App& app) {
       std::fprintf(stderr, "%s; printing the generated token ids\n", missing_tokenizer(model_dir).c_str());
       args->print_ids = true;
     }
-    const SamplingParams sampling = args->sampling.params(files);
+    const SamplingParams sampling = args->sampling.params(model_dir);
 
     auto checkpoint = open_for_inference(model_dir, args->runtime);
     InklingModel model(*checkpoint, run);

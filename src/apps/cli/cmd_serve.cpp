@@ -111,12 +111,11 @@ Runner add_serve(CLI::App& app) {
     const std::string model_dir = model_or_demo(args->model);
     if (!std::filesystem::is_directory(model_dir) && !GgufModelFiles::looks_like_gguf(model_dir))
       throw Error("-m " + model_dir + ": no such checkpoint directory or .gguf file");
-    const std::string files = side_files_dir(model_dir);
     std::optional<Tokenizer> found = model_tokenizer(model_dir);
     if (!found) throw Error(missing_tokenizer(model_dir) + "; the server needs one");
     Tokenizer tokenizer = std::move(*found);
     ChatTemplate chat_template = model_chat_template(model_dir, tokenizer, args->chat_template);
-    options.default_sampling = generation_defaults(files);
+    options.default_sampling = generation_defaults(model_dir);
     options.model_name = !args->alias.empty() ? args->alias
                                               : std::filesystem::path(model_dir).lexically_normal().filename().string();
     if (options.model_name.empty()) options.model_name = std::filesystem::path(model_dir).parent_path().filename().string();

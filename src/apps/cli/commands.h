@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "io/gguf.h"
 #include "model/forward.h"
 #include "runtime/generate/sampler.h"
 
@@ -59,17 +60,27 @@ struct SamplingArgs {
   void add_to(CLI::App& app);
   // The options as given, validated (without the checkpoint's defaults): call before loading.
   void check() const;
-  // The sampling to use with checkpoint `dir`; prints it on stderr ("sampling: ...").
-  SamplingParams params(const std::string& dir) const;
+  // The sampling to use with -m `model`; prints it and where its defaults came from on stderr
+  // ("sampling: ...").
+  SamplingParams params(const std::string& model) const;
 
  private:
   std::vector<CLI::Option*> options_;  // in the order of the fields above: temp, top_p, min_p, ...
   SamplingParams given(const SamplingParams& defaults) const;
 };
 
-// The checkpoint's sampling defaults (DIR/generation_config.json; greedy when absent or
-// do_sample is false); a request's or option's own value overrides them.
-SamplingParams generation_defaults(const std::string& dir);
+// The sampling defaults of -m MODEL: generation_config.json in its side-file directory (greedy
+// when do_sample is false), else for a GGUF model its general.sampling.* metadata, else greedy;
+// a request's or option's own value overrides them.
+SamplingParams generation_defaults(const std::string& model);
+// Where generation_defaults(model) takes them from: "generation_config.json", "GGUF metadata",
+// or "" (greedy, no source).
+std::string sampling_defaults_source(const std::string& model);
+// The general.sampling.* keys of a GGUF file (llama.cpp's converter copies generation_config.json
+// into temp, top_k, top_p, min_p, penalty_repeat, ...) as sampling defaults: greedy when the file
+// has none of them; throws naming the file for a value out of range.
+inline constexpr const char* kGgufSamplingPrefix = "general.sampling.";
+SamplingParams gguf_sampling_defaults(const GgufFile& file);
 // "greedy" or "temperature 0.7, top-k 40, top-p 0.95, seed 0" (only what is on).
 std::string describe_sampling(const SamplingParams& params);
 

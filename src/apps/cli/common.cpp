@@ -3,7 +3,9 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -123,8 +125,10 @@ void SamplingArgs::add_to(CLI::App& app) {
   app.add_option("--seed", seed, "sampling seed; -1 = a random one (printed)")->capture_default_str();
   app.footer(
       "Sampling: options not given take the checkpoint's defaults from generation_config.json (temperature, "
-      "top_p, top_k, min_p, repetition_penalty) as transformers and vLLM do; without that file (or with "
-      "do_sample false) decoding is greedy. stderr says which sampling ran.\n");
+      "top_p, top_k, min_p, repetition_penalty) as transformers and vLLM do; for a .gguf file without that "
+      "file beside it, from its general.sampling.* metadata (temp, top_k, top_p, min_p, penalty_repeat) as "
+      "llama.cpp does; without either (or with do_sample false) decoding is greedy. stderr says which "
+      "sampling ran.\n");
 }
 
 SamplingParams SamplingArgs::given(const SamplingParams& defaults) const {
@@ -147,23 +151,61 @@ void SamplingArgs::check() const {
   given(SamplingParams{}).validate();
 }
 
-SamplingParams SamplingArgs::params(const std::string& dir) const {
+SamplingParams SamplingArgs::params(const std::string& model) const {
   check();
-  const bool from_file = std::filesystem::exists(dir + "/generation_config.json");
-  SamplingParams p = given(generation_defaults(dir));
+  const std::string source_name = sampling_defaults_source(model);
+  const bool from_file = !source_name.empty();
+  SamplingParams p = given(generation_defaults(model));
   p.seed = seed >= 0 ? uint64_t(seed) : std::random_device{}();
   p.validate();
   bool overridden = false;
   for (const CLI::Option* option : options_) overridden = overridden || option->count() > 0;
-  const char* source = !from_file ? "" : overridden ? " (generation_config.json + options)" : " (generation_config.json)";
-  std::fprintf(stderr, "sampling: %s%s\n", describe_sampling(p).c_str(), source);
+  const std::string source = !from_file ? "" : " (" + source_name + (overridden ? " + options)" : ")");
+  std::fprintf(stderr, "sampling: %s%s\n", describe_sampling(p).c_str(), source.c_str());
   return p;
 }
 
-SamplingParams generation_defaults(const std::string& dir) {
+std::string sampling_defaults_source(const std::string& model) {
+  if (std::filesystem::exists(side_files_dir(model) + "/generation_config.json")) return "generation_config.json";
+  if (!GgufModelFiles::looks_like_gguf(model)) return "";
+  const GgufFile first = GgufFile::open(GgufModelFiles::resolve(model));
+  for (const std::string& key : first.keys())
+    if (key.rfind(kGgufSamplingPrefix, 0) == 0) return "GGUF metadata";
+  return "";
+}
+
+SamplingParams gguf_sampling_defaults(const GgufFile& file) {
   SamplingParams p;
-  const std::string path = dir + "/generation_config.json";
-  if (!std::filesystem::exists(path)) return p;
+  bool any = false;
+  for (const std::string& key : file.keys()) any = any || key.rfind(kGgufSamplingPrefix, 0) == 0;
+  if (!any) return p;
+  // As llama.cpp reads them: a key present is a default to sample with (the converter copies
+  // generation_config.json's values, not its do_sample); a key absent leaves that filter off,
+  // and the temperature at 1.
+  auto number = [&](const char* name, double fallback) {
+    const std::string key = std::string(kGgufSamplingPrefix) + name;
+    return file.find(key) ? file.number(key) : fallback;
+  };
+  p.temperature = float(number("temp", 1.0));
+  p.top_k = int(std::clamp(number("top_k", 0), -1.0, double(INT32_MAX)));
+  p.top_p = float(number("top_p", 1.0));
+  p.min_p = float(number("min_p", 0.0));
+  p.repetition_penalty = float(number("penalty_repeat", 1.0));
+  try {
+    p.validate();
+  } catch (const Error& e) {
+    throw Error(file.label() + ": " + kGgufSamplingPrefix + "*: " + e.what());
+  }
+  return p;
+}
+
+SamplingParams generation_defaults(const std::string& model) {
+  SamplingParams p;
+  const std::string path = side_files_dir(model) + "/generation_config.json";
+  if (!std::filesystem::exists(path)) {
+    if (!GgufModelFiles::looks_like_gguf(model)) return p;
+    return gguf_sampling_defaults(GgufFile::open(GgufModelFiles::resolve(model)));
+  }
   nlohmann::json config = nlohmann::json::parse(read_text_file(path, kMaxConfigFileBytes, "a generation_config.json"),
                                                 nullptr, false);
   if (!config.is_object()) throw Error(path + ": invalid JSON");

@@ -34,7 +34,7 @@ const std::vector<Subcommand>& subcommands() {
       {"serve", "OpenAI- and Anthropic-compatible HTTP server (no -m: a synthetic demo model)", add_serve},
       {"bench", "measure prompt and decode speed against the machine's bandwidth and FMA peak", add_bench},
       {"bench-grammar", "measure grammar compile time and allowed-token mask time per token on schemas", add_bench_grammar},
-      {"quantize", "convert an original f32/bf16 checkpoint to mlx-4bit, mlx-8bit or nvfp4", add_quantize},
+      {"quantize", "convert an original f32/bf16 checkpoint to mlx-4bit, mlx-8bit or nvfp4, or any checkpoint to a GGUF file", add_quantize},
   };
   return list;
 }

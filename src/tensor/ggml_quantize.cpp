@@ -1,0 +1,299 @@
+// ggml block encoders: what ggml's reference quantizers (quantize_row_*_ref, the path
+// llama-quantize takes without an importance matrix) compute, written from the block layouts
+// and the rounding rules ggml documents. Compiled without fused multiply-adds (CMakeLists.txt) so
+// every product is rounded where the reference rounds it.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "tensor/dtype.h"
+#include "tensor/error.h"
+#include "tensor/ggml_quantize.h"
+
+namespace inkling {
+namespace {
+
+constexpr int kSuper = 256;  // elements of a K-type super-block
+
+// Round to nearest, ties to even, as ggml's K quantizers do (adding 1.5 * 2^23 makes the float
+// unit round the value to an integer). Valid for |x| < 2^22.
+int nearest_int(float x) {
+  const float shifted = x + 12582912.0f;
+  int32_t bits;
+  std::memcpy(&bits, &shifted, 4);
+  return (bits & 0x007fffff) - 0x00400000;
+}
+
+void put_half(uint8_t* at, float value) {
+  const uint16_t bits = f32_to_f16(value);
+  std::memcpy(at, &bits, 2);
+}
+float half_at(const uint8_t* at) {
+  uint16_t bits;
+  std::memcpy(&bits, at, 2);
+  return f16_to_f32(bits);
+}
+
+// Q8_0: per 32 values, d = max|x| / 127 (f16), codes round(x / d) with ties away from zero.
+void q8_0(const float* x, uint8_t* out) {
+  float amax = 0;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+  put_half(out, d);
+  for (int j = 0; j < 32; ++j) out[2 + j] = uint8_t(int8_t(std::round(x[j] * id)));
+}
+
+// Q4_0: per 32 values, d = -(the value of largest magnitude) / 8 (f16), codes x / d + 8 truncated
+// after adding 0.5 (at most 15); byte j holds value j (low nibble) and value j + 16 (high).
+void q4_0(const float* x, uint8_t* out) {
+  float amax = 0, max = 0;
+  for (int j = 0; j < 32; ++j)
+    if (std::fabs(x[j]) > amax) amax = std::fabs(x[j]), max = x[j];
+  const float d = max / -8, id = d != 0.0f ? 1 / d : 0.0f;
+  put_half(out, d);
+  uint8_t codes[32];
+  for (int j = 0; j < 32; ++j) codes[j] = uint8_t(std::min(15, int(int8_t(x[j] * id + 8.5f))));
+  for (int j = 0; j < 16; ++j) out[2 + j] = uint8_t(codes[j] | codes[j + 16] << 4);
+}
+
+// One sub-block of `n` values as scale * L + min with L in 0..nmax and min <= 0: the min-max
+// start, then a search over nstep + 1 scales (nmax + rmin + rdelta * step codes across the range)
+// each refit by weighted least squares, keeping the lowest weighted squared error. Returns the
+// scale; *neg_min gets -min.
+float fit_scale_min(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* neg_min, float rmin,
+                    float rdelta, int nstep) {
+  float lo = x[0], hi = x[0];
+  float sum_w = weights[0], sum_x = sum_w * x[0];
+  for (int i = 1; i < n; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+    sum_w += weights[i];
+    sum_x += weights[i] * x[i];
+  }
+  if (lo > 0) lo = 0;
+  if (hi == lo) {
+    std::fill(L, L + n, uint8_t(0));
+    *neg_min = -lo;
+    return 0.0f;
+  }
+  float iscale = float(nmax) / (hi - lo);
+  float scale = 1 / iscale;
+  float best_error = 0;
+  for (int i = 0; i < n; ++i) {
+    L[i] = uint8_t(std::clamp(nearest_int(iscale * (x[i] - lo)), 0, nmax));
+    const float diff = scale * float(L[i]) + lo - x[i];
+    best_error += weights[i] * (diff * diff);
+  }
+  uint8_t trial[32];
+  for (int step = 0; step <= nstep; ++step) {
+    iscale = (rmin + rdelta * float(step) + float(nmax)) / (hi - lo);
+    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = std::clamp(nearest_int(iscale * (x[i] - lo)), 0, nmax);
+      trial[i] = uint8_t(l);
+      const float w = weights[i];
+      sum_l += w * float(l);
+      sum_l2 += w * float(l) * float(l);
+      sum_xl += w * float(l) * x[i];
+    }
+    const float det = sum_w * sum_l2 - sum_l * sum_l;
+    if (!(det > 0)) continue;
+    float this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
+    float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+    if (this_min > 0) {
+      this_min = 0;
+      this_scale = sum_xl / sum_l2;
+    }
+    float error = 0;
+    for (int i = 0; i < n; ++i) {
+      const float diff = this_scale * float(trial[i]) + this_min - x[i];
+      error += weights[i] * (diff * diff);
+    }
+    if (error < best_error) {
+      std::copy(trial, trial + n, L);
+      best_error = error;
+      scale = this_scale;
+      lo = this_min;
+    }
+  }
+  *neg_min = -lo;
+  return scale;
+}
+
+// Q4_K: 8 sub-blocks of 32, each value = d * scale_j * L - dmin * min_j, L in 0..15; the sub-block
+// scales and mins are fitted (weights |x| + rms of the sub-block), then quantized to 6 bits
+// against the largest of each, and the codes recomputed from the quantized scales.
+void q4_k(const float* x, uint8_t* out) {
+  uint8_t L[kSuper];
+  float weights[32], scales[8], mins[8];
+  float max_scale = 0, max_min = 0;
+  for (int j = 0; j < 8; ++j) {
+    const float* sub = x + 32 * j;
+    float sum_x2 = 0;
+    for (int l = 0; l < 32; ++l) sum_x2 += sub[l] * sub[l];
+    const float rms = std::sqrt(sum_x2 / 32);
+    for (int l = 0; l < 32; ++l) weights[l] = rms + std::fabs(sub[l]);
+    scales[j] = fit_scale_min(32, 15, sub, weights, L + 32 * j, &mins[j], -1.0f, 0.1f, 20);
+    max_scale = std::max(max_scale, scales[j]);
+    max_min = std::max(max_min, mins[j]);
+  }
+  const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+  const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+  uint8_t* packed = out + 4;  // 12 bytes of 6-bit scales and mins (see k_scale_min)
+  std::memset(packed, 0, 12);
+  for (int j = 0; j < 8; ++j) {
+    const uint8_t ls = uint8_t(std::min(63, nearest_int(inv_scale * scales[j]) & 0xff));
+    const uint8_t lm = uint8_t(std::min(63, nearest_int(inv_min * mins[j]) & 0xff));
+    if (j < 4) {
+      packed[j] = ls;
+      packed[j + 4] = lm;
+    } else {
+      packed[j + 4] = uint8_t((ls & 0xF) | (lm & 0xF) << 4);
+      packed[j - 4] |= uint8_t((ls >> 4) << 6);
+      packed[j] |= uint8_t((lm >> 4) << 6);
+    }
+  }
+  put_half(out, max_scale / 63.0f);
+  put_half(out + 2, max_min / 63.0f);
+  const float d_all = half_at(out), dmin_all = half_at(out + 2);
+  for (int j = 0; j < 8; ++j) {
+    int sc, m;
+    if (j < 4) {
+      sc = packed[j] & 63;
+      m = packed[j + 4] & 63;
+    } else {
+      sc = (packed[j + 4] & 15) | (packed[j - 4] >> 6) << 4;
+      m = (packed[j + 4] >> 4) | (packed[j] >> 6) << 4;
+    }
+    const float d = d_all * float(sc);
+    if (d == 0.0f) continue;
+    const float dm = dmin_all * float(m);
+    for (int i = 0; i < 32; ++i) L[32 * j + i] = uint8_t(std::clamp(nearest_int((x[32 * j + i] + dm) / d), 0, 15));
+  }
+  uint8_t* qs = out + 16;
+  for (int j = 0; j < kSuper; j += 64, qs += 32)
+    for (int l = 0; l < 32; ++l) qs[l] = uint8_t(L[j + l] | L[j + l + 32] << 4);
+}
+
+// A sub-block of `n` values as scale * (L - nmax) with L - nmax in -nmax..nmax-1, the scale
+// starting from the value of largest magnitude and searched over 18 nearby steps by weighted
+// (x^2) least squares. Returns the scale.
+float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
+  float amax = 0, max = 0;
+  for (int i = 0; i < n; ++i)
+    if (std::fabs(x[i]) > amax) amax = std::fabs(x[i]), max = x[i];
+  if (amax < 1e-15f) {
+    std::fill(L, L + n, int8_t(0));
+    return 0.0f;
+  }
+  auto code = [&](float iscale, int i) { return std::clamp(nearest_int(iscale * x[i]), -nmax, nmax - 1); };
+  float iscale = -float(nmax) / max;
+  float sum_lx = 0, sum_l2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = code(iscale, i);
+    L[i] = int8_t(l + nmax);
+    const float w = x[i] * x[i];
+    sum_lx += w * x[i] * float(l);
+    sum_l2 += w * float(l) * float(l);
+  }
+  float scale = sum_l2 != 0.0f ? sum_lx / sum_l2 : 0.0f;
+  float best = scale * sum_lx;
+  for (int step = -9; step <= 9; ++step) {
+    if (step == 0) continue;
+    iscale = -(float(nmax) + 0.1f * float(step)) / max;
+    sum_lx = sum_l2 = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = code(iscale, i);
+      const float w = x[i] * x[i];
+      sum_lx += w * x[i] * float(l);
+      sum_l2 += w * float(l) * float(l);
+    }
+    if (sum_l2 > 0 && sum_lx * sum_lx > best * sum_l2) {
+      for (int i = 0; i < n; ++i) L[i] = int8_t(code(iscale, i) + nmax);
+      scale = sum_lx / sum_l2;
+      best = scale * sum_lx;
+    }
+  }
+  return scale;
+}
+
+// Q6_K: 16 sub-blocks of 16, each value = d * scale_j * (L - 32), L in 0..63, scale_j a signed
+// 8-bit multiple of d (the largest-magnitude sub-block scale maps to -128).
+void q6_k(const float* x, uint8_t* out) {
+  int8_t L[kSuper];
+  float scales[16];
+  float max_scale = 0, max_abs_scale = 0;
+  for (int j = 0; j < 16; ++j) {
+    scales[j] = fit_symmetric(16, 32, x + 16 * j, L + 16 * j);
+    if (std::fabs(scales[j]) > max_abs_scale) max_abs_scale = std::fabs(scales[j]), max_scale = scales[j];
+  }
+  std::memset(out, 0, 210);
+  if (max_abs_scale < 1e-15f) return;  // d = 0: every value decodes to 0
+  const float iscale = -128.0f / max_scale;
+  put_half(out + 208, 1 / iscale);
+  int8_t* sc = reinterpret_cast<int8_t*>(out + 192);
+  for (int j = 0; j < 16; ++j) sc[j] = int8_t(std::min(127, nearest_int(iscale * scales[j])));
+  const float d_all = half_at(out + 208);
+  for (int j = 0; j < 16; ++j) {
+    const float d = d_all * float(sc[j]);
+    if (d == 0.0f) continue;
+    for (int i = 0; i < 16; ++i) L[16 * j + i] = int8_t(std::clamp(nearest_int(x[16 * j + i] / d), -32, 31) + 32);
+  }
+  uint8_t* ql = out;
+  uint8_t* qh = out + 128;
+  for (int j = 0; j < kSuper; j += 128, ql += 64, qh += 32)
+    for (int l = 0; l < 32; ++l) {
+      const int a = L[j + l], b = L[j + l + 32], c = L[j + l + 64], e = L[j + l + 96];
+      ql[l] = uint8_t((a & 0xF) | (c & 0xF) << 4);
+      ql[l + 32] = uint8_t((b & 0xF) | (e & 0xF) << 4);
+      qh[l] = uint8_t((a >> 4) | (b >> 4) << 2 | (c >> 4) << 4 | (e >> 4) << 6);
+    }
+}
+
+}  // namespace
+
+bool ggml_quantizable(GgmlType type) {
+  switch (type) {
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16:
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_K:
+    case GgmlType::Q6_K: return true;
+    default: return false;
+  }
+}
+
+void quantize_ggml_row(GgmlType type, const float* values, uint8_t* out, int64_t elements) {
+  const GgmlTypeInfo& info = ggml_type_info(type);
+  if (!ggml_quantizable(type)) throw Error("no ggml encoder for " + std::string(info.name));
+  if (elements % info.block_elements != 0)
+    throw Error("a " + std::string(info.name) + " row needs a multiple of " + std::to_string(info.block_elements) +
+                " values, got " + std::to_string(elements));
+  const int64_t blocks = elements / info.block_elements;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* x = values + b * info.block_elements;
+    uint8_t* y = out + b * info.block_bytes;
+    switch (type) {
+      case GgmlType::F32: std::memcpy(y, x, 4); break;
+      case GgmlType::F16: {
+        const uint16_t bits = f32_to_f16(*x);
+        std::memcpy(y, &bits, 2);
+        break;
+      }
+      case GgmlType::BF16: {
+        const uint16_t bits = f32_to_bf16(*x);
+        std::memcpy(y, &bits, 2);
+        break;
+      }
+      case GgmlType::Q8_0: q8_0(x, y); break;
+      case GgmlType::Q4_0: q4_0(x, y); break;
+      case GgmlType::Q4_K: q4_k(x, y); break;
+      case GgmlType::Q6_K: q6_k(x, y); break;
+      default: break;
+    }
+  }
+}
+
+}  // namespace inkling

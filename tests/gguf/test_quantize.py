@@ -1,0 +1,121 @@
+"""The engine's ggml block encoders (src/tensor/ggml_quantize.cpp) against independent ones, bit
+for bit: Q8_0 and Q4_0 against the PyPI `gguf` package's numpy quantizers (always), Q8_0, Q4_0, Q4_K and Q6_K
+against ggml's own C reference quantizers (quantize_row_*_ref, what llama-quantize runs without an
+importance matrix) through ctypes where llama.cpp is built here (LLAMA_CPP_LIB, default
+/work/llama-build/llama.cpp/build/bin/libggml-base.so; skipped, saying so, without it). And the
+blocks decode (the engine's dequantizers, themselves checked bit for bit in test_dequantize.py)
+to within each type's error of the input.
+
+Run by ctest through tests/gguf/run.sh with DEQUANTIZE_ROWS=the helper binary."""
+import ctypes
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+gguf = pytest.importorskip("gguf")
+from gguf import GGMLQuantizationType as T  # noqa: E402
+
+HELPER = os.environ.get("DEQUANTIZE_ROWS")
+LIB = os.environ.get("LLAMA_CPP_LIB", "/work/llama-build/llama.cpp/build/bin/libggml-base.so")
+TYPES = [T.Q8_0, T.Q4_0, T.Q4_K, T.Q6_K]
+# Bound on rms(decoded - x) / rms(x) for the rows below (Gaussian with 30x outliers, which set
+# their blocks' scales, and the edge blocks), measured: Q8_0 (127 steps of the block's max per
+# side) 1.7%, Q6_K (31) 2.7%, Q4_K (15 steps over the range) 10%, Q4_0 (8 of the max) 16%; the
+# bounds are about twice those.
+RMS_BOUND = {T.Q8_0: 0.035, T.Q6_K: 0.06, T.Q4_K: 0.2, T.Q4_0: 0.3}
+
+pytestmark = pytest.mark.skipif(not HELPER, reason="DEQUANTIZE_ROWS (the helper binary) is not set; run through ctest")
+
+
+def rows(seed, n=4096):
+    """Weights as checkpoints have them, plus blocks that test the edges: outliers, an all-zero
+    block, a constant block, one of all-positive and one of all-negative values, tiny magnitudes,
+    and a Q8_0 block of halves (scale 1: ties, which Q8_0 rounds away from zero)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(n).astype(np.float32) * 0.02
+    x[rng.integers(0, n, 16)] *= 30
+    x[256:512] = 0
+    x[512:768] = 0.013
+    x[768:1024] = np.abs(x[768:1024])
+    x[1024:1280] = -np.abs(x[1024:1280])
+    x[1280:1536] *= 1e-6
+    x[1536:1568] = np.concatenate([[127.0], np.arange(31) * (-1.0) ** np.arange(31) + 0.5]).astype(np.float32)
+    return x
+
+
+def ours(qtype, x, mode="--quantize"):
+    result = subprocess.run([HELPER, mode, qtype.name, str(x.size)], input=x.astype("<f4").tobytes(),
+                            capture_output=True, check=True)
+    return np.frombuffer(result.stdout, dtype=np.uint8)
+
+
+def decoded(qtype, blocks, n):
+    result = subprocess.run([HELPER, qtype.name, str(n)], input=blocks.tobytes(), capture_output=True, check=True)
+    return np.frombuffer(result.stdout, dtype="<f4")
+
+
+def first_difference(a, b, qtype):
+    size = gguf.GGML_QUANT_SIZES[qtype][1]
+    where = int(np.flatnonzero(a != b)[0])
+    return f"first differing byte {where} (block {where // size}, byte {where % size} of {size})"
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("qtype", [T.Q8_0, T.Q4_0], ids=lambda t: t.name)
+def test_equals_gguf_py(qtype, seed):
+    x = rows(seed)
+    got = ours(qtype, x)
+    want = gguf.quants.quantize(x.reshape(1, -1), qtype).reshape(-1)
+    assert got.size == want.size
+    assert np.array_equal(got, want), first_difference(got, want, qtype)
+
+
+@pytest.mark.parametrize("qtype", TYPES, ids=lambda t: t.name)
+def test_decodes_within_the_types_error(qtype):
+    x = rows(3)
+    y = decoded(qtype, ours(qtype, x), x.size).astype(np.float64)
+    assert np.all(y[256:512] == 0), "an all-zero block must decode to zeros"
+    rms = float(np.sqrt(np.mean((y - x) ** 2)) / np.sqrt(np.mean(x.astype(np.float64) ** 2)))
+    print(f"\n{qtype.name}: rms relative error {rms:.3g}")
+    assert rms <= RMS_BOUND[qtype]
+
+
+def test_refuses_what_it_cannot_encode():
+    x = rows(4)[:100]
+    result = subprocess.run([HELPER, "--quantize", "Q4_K", "100"], input=x.tobytes(), capture_output=True)
+    assert result.returncode != 0
+    result = subprocess.run([HELPER, "--quantize", "IQ2_XXS", "256"], input=rows(4)[:256].tobytes(),
+                            capture_output=True)
+    assert result.returncode != 0 and b"no quantizer for type IQ2_XXS" in result.stderr
+
+
+def ggml_library():
+    if not Path(LIB).exists():
+        pytest.skip(f"SKIPPED: no llama.cpp library at {LIB} (set LLAMA_CPP_LIB): ggml's C quantizers not compared")
+
+    class Traits(ctypes.Structure):
+        _fields_ = [("type_name", ctypes.c_char_p), ("blck_size", ctypes.c_int64),
+                    ("blck_size_interleave", ctypes.c_int64), ("type_size", ctypes.c_size_t),
+                    ("is_quantized", ctypes.c_bool), ("to_float", ctypes.c_void_p), ("from_float_ref", ctypes.c_void_p)]
+
+    lib = ctypes.CDLL(LIB)
+    lib.ggml_get_type_traits.restype = ctypes.POINTER(Traits)
+    lib.ggml_get_type_traits.argtypes = [ctypes.c_int]
+    return lib
+
+
+@pytest.mark.parametrize("seed", [1, 2, 5])
+@pytest.mark.parametrize("qtype", TYPES, ids=lambda t: t.name)
+def test_equals_ggml_c(qtype, seed):
+    lib = ggml_library()
+    traits = lib.ggml_get_type_traits(int(qtype)).contents
+    from_float = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(traits.from_float_ref)
+    x = np.ascontiguousarray(rows(seed))
+    want = np.zeros(x.size // traits.blck_size * traits.type_size, dtype=np.uint8)
+    from_float(x.ctypes.data, want.ctypes.data, x.size)
+    got = ours(qtype, x)
+    assert got.size == want.size
+    assert np.array_equal(got, want), first_difference(got, want, qtype)
