@@ -121,6 +121,9 @@ struct PrepareCache {
   AlignedVector<int32_t> x_q8_nvfp4_offset;
   bool has_bf16 = false;
   AlignedVector<uint16_t> x_bf16;
+  bool has_g8 = false, g8_ok = false;
+  AlignedVector<int8_t> x_g8;
+  AlignedVector<float> x_g8_scale, x_g8_sum16, x_g8_sum32;
 };
 
 // PreparedX::x_q8 and friends (see backend.h), with `parts` int8 digits per column. False when x
@@ -164,7 +167,7 @@ void revalidate(PrepareCache& cache, const float* x, int64_t cols, const Backend
   cache.x = x;
   cache.cols = cols;
   cache.x_copy.assign(x, x + cols);
-  cache.has_split = cache.has_lanes = cache.has_q8 = cache.has_bf16 = false;
+  cache.has_split = cache.has_lanes = cache.has_q8 = cache.has_bf16 = cache.has_g8 = false;
   cache.sums_group = cache.q8_sums_group = 0;
 }
 
@@ -174,6 +177,28 @@ PreparedX prepare(const WeightMatrix& w, const float* x, const Backend& backend,
   const int64_t cols = w.cols;
   PreparedX prepared;
   prepared.x = x;
+  // ggml types with an integer decode kernel, fast precision on AVX2: x as int8 per 32 columns
+  // (llama.cpp's q8 activations); exact precision keeps the f32 decode kernels.
+  if (w.format == WeightFormat::Ggml) {
+    if (backend.isa == Isa::Avx2 && fast_precision() && cols % 32 == 0 && detail::ggml_rows_q8_avx2(w.ggml_type)) {
+      if (!cache.has_g8) {
+        cache.x_g8.resize(size_t(cols));
+        cache.x_g8_scale.resize(size_t(cols / 32));
+        cache.x_g8_sum16.resize(size_t(cols / 16));
+        cache.x_g8_sum32.resize(size_t(cols / 32));
+        cache.g8_ok = detail::ggml_quantize_x_avx2(
+            x, cols, {cache.x_g8.data(), cache.x_g8_scale.data(), cache.x_g8_sum16.data(), cache.x_g8_sum32.data()});
+        cache.has_g8 = true;
+      }
+      if (cache.g8_ok) {
+        prepared.x_g8 = cache.x_g8.data();
+        prepared.x_g8_scale = cache.x_g8_scale.data();
+        prepared.x_g8_sum16 = cache.x_g8_sum16.data();
+        prepared.x_g8_sum32 = cache.x_g8_sum32.data();
+      }
+    }
+    return prepared;
+  }
   if (w.format == WeightFormat::BF16 && fast_mode(backend) && detail::cpu_has_avx512_bf16()) {
     if (!cache.has_bf16) {
       cache.x_bf16.resize(size_t(detail::bf16_ldx(cols)));
