@@ -628,9 +628,23 @@ void matvec_batch(std::span<const MatvecProduct> products) {
   });
 }
 
+// ggml types with an integer decode kernel, fast precision on AVX2: prefill takes the decode-batch
+// kernels too, kDecodeBatchMaxTokens rows of X at a time (each row's output still depends only on
+// that row). The tiles would dequantize every weight to f32 first, in the scalar reference.
+static bool ggml_integer_prefill(const Backend& backend, const WeightMatrix& w) {
+  return w.format == WeightFormat::Ggml && backend.isa == Isa::Avx2 && fast_precision() && w.cols % 32 == 0 &&
+         detail::ggml_rows_q8_avx2(w.ggml_type) != nullptr;
+}
+
 // The prefill path: X rows through the tiled kernels (each output depends only on its own row
 // of X, whatever n is).
 static void matmul_tiled(const Backend& backend, const WeightMatrix& w, const float* x, int64_t n, float* y) {
+  if (ggml_integer_prefill(backend, w)) {
+    for (int64_t first = 0; first < n; first += kDecodeBatchMaxTokens)
+      matmul_decode_batch(backend, w, x + first * w.cols, std::min(kDecodeBatchMaxTokens, n - first),
+                          y + first * w.rows);
+    return;
+  }
   const int threads = threads_for(w, n);
   const uint16_t* x_bf16 = use_bf16_matmul(backend, w) ? round_to_bf16(x, n, w.cols) : nullptr;
   parallel_run(threads, [&](int thread, int count) {
@@ -705,6 +719,12 @@ void swiglu_matvec_batch(std::span<const SwigluProduct> products) {
 // swiglu_matmul's prefill path (tiled; each output depends only on its own row of X).
 static void swiglu_tiled(const Backend& backend, const WeightMatrix& gate, const WeightMatrix& up, const float* x,
                          int64_t n, float* out) {
+  if (ggml_integer_prefill(backend, gate) && ggml_integer_prefill(backend, up)) {
+    for (int64_t first = 0; first < n; first += kDecodeBatchMaxTokens)
+      swiglu_decode_batch(backend, gate, up, x + first * gate.cols, std::min(kDecodeBatchMaxTokens, n - first),
+                          out + first * gate.rows);
+    return;
+  }
   const int threads = threads_for(gate, 2 * n);
   const uint16_t* x_bf16 =
       use_bf16_matmul(backend, gate) ? round_to_bf16(x, n, gate.cols) : nullptr;

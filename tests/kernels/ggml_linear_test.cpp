@@ -5,6 +5,7 @@
 // against the scalar reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -336,7 +337,7 @@ TEST(GgmlQ8, EachKernelMatchesTheScalarReferenceOnItsQuantizedX) {
 }
 
 // A decode batch (any n, through the kernel itself and through matmul in fast precision) gives
-// every token bit for bit what it gets alone.
+// every token bit for bit what it gets alone; so does a prefill.
 TEST(GgmlQ8, DecodeBatchesGiveEachTokenItsOwnMatvec) {
   if (!kernels::isa_supported(kernels::Isa::Avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
   const test::PrecisionGuard fast(kernels::MatmulPrecision::Bf16Activations);
@@ -366,6 +367,15 @@ TEST(GgmlQ8, DecodeBatchesGiveEachTokenItsOwnMatvec) {
     EXPECT_EQ(via_matmul, matvecs) << ggml_type_name(type);
     if (kernels::active_isa() != kernels::Isa::Scalar) {
       EXPECT_EQ(matvecs, alone) << ggml_type_name(type) << ": not the integer decode";
+    }
+    // Prefill (more than kDecodeBatchMaxTokens rows) takes the same kernels: each row its matvec.
+    const int64_t prompt = kernels::kDecodeBatchMaxTokens + 9;
+    std::vector<float> px(static_cast<size_t>(prompt * cols)), py(size_t(prompt * rows)), one(static_cast<size_t>(rows));
+    for (float& v : px) v = normal(rng);
+    kernels::matmul(w, px.data(), prompt, py.data());
+    for (int64_t t = 0; t < prompt; t += 8) {
+      kernels::matvec(w, px.data() + t * cols, one.data());
+      EXPECT_TRUE(std::equal(one.begin(), one.end(), py.begin() + t * rows)) << ggml_type_name(type) << " prompt row " << t;
     }
   }
 }
