@@ -44,6 +44,14 @@ struct PreparedX {
   const uint16_t* x_bf16 = nullptr;
   // Affine with x_q8: group sums of the dequantized x (so bias and codes see the same x).
   const float* group_sums_q8 = nullptr;
+  // ggml block types with an integer decode kernel, fast precision on the AVX2 path (llama.cpp's
+  // q8 activations, Q8_0's layout): x^[c] = x_g8_scale[c / 32] * x_g8[c] in column order, the
+  // scale max|x| / 127 of each 32 columns (|x_g8| <= 127), and the sums of x^ over each 16 and
+  // 32 columns (for the types' offsets: mins, Q6_K's 32).
+  const int8_t* x_g8 = nullptr;
+  const float* x_g8_scale = nullptr;
+  const float* x_g8_sum16 = nullptr;
+  const float* x_g8_sum32 = nullptr;
 };
 
 // Where quantize_q8 writes PreparedX::x_q8 and friends for `chunks` chunks of 128 columns:
@@ -151,6 +159,23 @@ void avx512_decode_row(const WeightMatrix& w, int64_t r, float* out);
 // elements]. nullptr for the other types (they take the scalar reference).
 using GgmlRowDot = float (*)(const uint8_t* row, const float* x, int64_t blocks);
 GgmlRowDot ggml_row_dot_avx2(GgmlType type);
+
+// ggml_q8_avx2.cpp (AVX2; call only where AVX2 runs): PreparedX::x_g8 and friends for cols (a
+// multiple of 32) columns: digits [cols], scales and sums32 [cols / 32], sums16 [cols / 16].
+// False, with the buffers partly written, when x has an inf or NaN.
+struct GgmlQ8Buffers {
+  int8_t* digits;
+  float* scales;
+  float* sums16;
+  float* sums32;
+};
+bool ggml_quantize_x_avx2(const float* x, int64_t cols, const GgmlQ8Buffers& out);
+// The integer decode of a ggml type on x_g8 (Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS; nullptr for the
+// others): y[t * ldy + r - row_begin] = W[r] . x^_t for t < n, every xs[t] with x_g8, each
+// token's value bit for bit the same whatever n is (a decode batch reads each row once).
+using GgmlRowsQ8 = void (*)(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin, int64_t row_end,
+                            float* y, int64_t ldy);
+GgmlRowsQ8 ggml_rows_q8_avx2(GgmlType type);
 
 // 256-entry E4M3 -> f32 table (NaN codes included) for the NVFP4 paths.
 const float* e4m3_table();

@@ -121,6 +121,9 @@ struct PrepareCache {
   AlignedVector<int32_t> x_q8_nvfp4_offset;
   bool has_bf16 = false;
   AlignedVector<uint16_t> x_bf16;
+  bool has_g8 = false, g8_ok = false;
+  AlignedVector<int8_t> x_g8;
+  AlignedVector<float> x_g8_scale, x_g8_sum16, x_g8_sum32;
 };
 
 // PreparedX::x_q8 and friends (see backend.h), with `parts` int8 digits per column. False when x
@@ -164,7 +167,7 @@ void revalidate(PrepareCache& cache, const float* x, int64_t cols, const Backend
   cache.x = x;
   cache.cols = cols;
   cache.x_copy.assign(x, x + cols);
-  cache.has_split = cache.has_lanes = cache.has_q8 = cache.has_bf16 = false;
+  cache.has_split = cache.has_lanes = cache.has_q8 = cache.has_bf16 = cache.has_g8 = false;
   cache.sums_group = cache.q8_sums_group = 0;
 }
 
@@ -174,6 +177,28 @@ PreparedX prepare(const WeightMatrix& w, const float* x, const Backend& backend,
   const int64_t cols = w.cols;
   PreparedX prepared;
   prepared.x = x;
+  // ggml types with an integer decode kernel, fast precision on AVX2: x as int8 per 32 columns
+  // (llama.cpp's q8 activations); exact precision keeps the f32 decode kernels.
+  if (w.format == WeightFormat::Ggml) {
+    if (backend.isa == Isa::Avx2 && fast_precision() && cols % 32 == 0 && detail::ggml_rows_q8_avx2(w.ggml_type)) {
+      if (!cache.has_g8) {
+        cache.x_g8.resize(size_t(cols));
+        cache.x_g8_scale.resize(size_t(cols / 32));
+        cache.x_g8_sum16.resize(size_t(cols / 16));
+        cache.x_g8_sum32.resize(size_t(cols / 32));
+        cache.g8_ok = detail::ggml_quantize_x_avx2(
+            x, cols, {cache.x_g8.data(), cache.x_g8_scale.data(), cache.x_g8_sum16.data(), cache.x_g8_sum32.data()});
+        cache.has_g8 = true;
+      }
+      if (cache.g8_ok) {
+        prepared.x_g8 = cache.x_g8.data();
+        prepared.x_g8_scale = cache.x_g8_scale.data();
+        prepared.x_g8_sum16 = cache.x_g8_sum16.data();
+        prepared.x_g8_sum32 = cache.x_g8_sum32.data();
+      }
+    }
+    return prepared;
+  }
   if (w.format == WeightFormat::BF16 && fast_mode(backend) && detail::cpu_has_avx512_bf16()) {
     if (!cache.has_bf16) {
       cache.x_bf16.resize(size_t(detail::bf16_ldx(cols)));
@@ -604,9 +629,23 @@ void matvec_batch(std::span<const MatvecProduct> products) {
   });
 }
 
+// ggml types with an integer decode kernel, fast precision on AVX2: prefill takes the decode-batch
+// kernels too, kDecodeBatchMaxTokens rows of X at a time (each row's output still depends only on
+// that row). The tiles would dequantize every weight to f32 first, in the scalar reference.
+static bool ggml_integer_prefill(const Backend& backend, const WeightMatrix& w) {
+  return w.format == WeightFormat::Ggml && backend.isa == Isa::Avx2 && fast_precision() && w.cols % 32 == 0 &&
+         detail::ggml_rows_q8_avx2(w.ggml_type) != nullptr;
+}
+
 // The prefill path: X rows through the tiled kernels (each output depends only on its own row
 // of X, whatever n is).
 static void matmul_tiled(const Backend& backend, const WeightMatrix& w, const float* x, int64_t n, float* y) {
+  if (ggml_integer_prefill(backend, w)) {
+    for (int64_t first = 0; first < n; first += kDecodeBatchMaxTokens)
+      matmul_decode_batch(backend, w, x + first * w.cols, std::min(kDecodeBatchMaxTokens, n - first),
+                          y + first * w.rows);
+    return;
+  }
   const int threads = threads_for(w, n);
   const uint16_t* x_bf16 = use_bf16_matmul(backend, w) ? round_to_bf16(x, n, w.cols) : nullptr;
   parallel_run(threads, [&](int thread, int count) {
@@ -681,6 +720,12 @@ void swiglu_matvec_batch(std::span<const SwigluProduct> products) {
 // swiglu_matmul's prefill path (tiled; each output depends only on its own row of X).
 static void swiglu_tiled(const Backend& backend, const WeightMatrix& gate, const WeightMatrix& up, const float* x,
                          int64_t n, float* out) {
+  if (ggml_integer_prefill(backend, gate) && ggml_integer_prefill(backend, up)) {
+    for (int64_t first = 0; first < n; first += kDecodeBatchMaxTokens)
+      swiglu_decode_batch(backend, gate, up, x + first * gate.cols, std::min(kDecodeBatchMaxTokens, n - first),
+                          out + first * gate.rows);
+    return;
+  }
   const int threads = threads_for(gate, 2 * n);
   const uint16_t* x_bf16 =
       use_bf16_matmul(backend, gate) ? round_to_bf16(x, n, gate.cols) : nullptr;

@@ -5,12 +5,14 @@
 // against the scalar reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "kernel_test_util.h"
 #include "kernels/backend.h"
 #include "kernels/isa.h"
 #include "kernels/linear.h"
@@ -124,8 +126,11 @@ TEST(GgmlTypes, EveryTypeTheIssueListsIsDequantizable) {
   }
 }
 
+// Exact precision: f32 activations on every path (the fast integer decode is tested below
+// against the same reference on its quantized x).
 TEST_P(GgmlLinear, ProductsMatchTheDequantizedReference) {
   const GgmlType type = GetParam();
+  const test::PrecisionGuard exact(kernels::MatmulPrecision::Exact);
   std::mt19937 rng(uint32_t(type) + 1);
   const int64_t rows = 37, cols = 512;  // odd rows: thread ranges and tiles end mid-block
   const std::vector<uint8_t> bytes = random_rows(type, rows, cols, rng);
@@ -221,9 +226,164 @@ TEST(GgmlAvx2Dot, EachKernelMatchesTheScalarReference) {
   }
 }
 
+// x quantized for the integer decode: per 32 columns, scale = max|x| / 127 and x_g8 = x / scale
+// rounded to nearest (so |x - scale x_g8| <= scale / 2 and the largest |x_g8| is 127), sums of
+// scale * x_g8 per 16 and 32 columns; all-zero and tiny blocks quantize to zeros, an inf or NaN
+// anywhere is refused.
+struct Q8X {
+  std::vector<int8_t> digits;
+  std::vector<float> scales, sums16, sums32;
+  explicit Q8X(int64_t cols)
+      : digits(size_t(cols)), scales(size_t(cols / 32)), sums16(size_t(cols / 16)), sums32(size_t(cols / 32)) {}
+  kernels::detail::GgmlQ8Buffers buffers() { return {digits.data(), scales.data(), sums16.data(), sums32.data()}; }
+  kernels::detail::PreparedX prepared(const float* x) const {
+    kernels::detail::PreparedX px;
+    px.x = x;
+    px.x_g8 = digits.data();
+    px.x_g8_scale = scales.data();
+    px.x_g8_sum16 = sums16.data();
+    px.x_g8_sum32 = sums32.data();
+    return px;
+  }
+  float x_hat(int64_t c) const { return scales[size_t(c / 32)] * float(digits[size_t(c)]); }
+};
+
+// The types with an integer decode kernel (ggml_q8_avx2.cpp).
+constexpr GgmlType kIntegerTypes[] = {GgmlType::Q8_0,    GgmlType::Q4_K,   GgmlType::Q5_K,  GgmlType::Q6_K,
+                                      GgmlType::IQ4_XS,  GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S,
+                                      GgmlType::IQ3_XXS, GgmlType::IQ3_S};
+
+TEST(GgmlQ8, ActivationsQuantizePerThirtyTwoColumns) {
+  if (!kernels::isa_supported(kernels::Isa::Avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  const int64_t cols = 32 * 7;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(cols));
+  for (float& v : x) v = normal(rng) * 3.0f;
+  for (int64_t c = 32; c < 64; ++c) x[size_t(c)] = 0.0f;     // block 1: zeros
+  for (int64_t c = 64; c < 96; ++c) x[size_t(c)] *= 1e-32f;  // block 2: below kQ8SmallestLaneMax
+  x[100] = -40.0f;                                           // block 3: a negative extreme
+  Q8X q(cols);
+  ASSERT_TRUE(kernels::detail::ggml_quantize_x_avx2(x.data(), cols, q.buffers()));
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    float largest = 0;
+    int biggest = 0;
+    int64_t sums[2] = {0, 0};
+    for (int64_t c = 32 * b; c < 32 * b + 32; ++c) {
+      largest = std::max(largest, std::fabs(x[size_t(c)]));
+      biggest = std::max(biggest, std::abs(int(q.digits[size_t(c)])));
+      sums[(c % 32) / 16] += q.digits[size_t(c)];
+    }
+    const float scale = q.scales[size_t(b)];
+    if (b == 1 || b == 2) {
+      EXPECT_EQ(scale, 0.0f) << b;
+      EXPECT_EQ(biggest, 0) << b;
+      continue;
+    }
+    EXPECT_FLOAT_EQ(scale, largest / 127.0f) << b;
+    EXPECT_EQ(biggest, 127) << b;
+    for (int64_t c = 32 * b; c < 32 * b + 32; ++c)
+      EXPECT_LE(std::fabs(x[size_t(c)] - q.x_hat(c)), 0.5f * scale * (1 + 1e-5f)) << c;
+    EXPECT_FLOAT_EQ(q.sums16[size_t(2 * b)], scale * float(sums[0])) << b;
+    EXPECT_FLOAT_EQ(q.sums16[size_t(2 * b + 1)], scale * float(sums[1])) << b;
+    EXPECT_FLOAT_EQ(q.sums32[size_t(b)], scale * float(sums[0] + sums[1])) << b;
+  }
+  EXPECT_EQ(q.digits[100], -127);
+  for (float bad : {INFINITY, -INFINITY, NAN}) {
+    std::vector<float> y = x;
+    y[size_t(cols - 1)] = bad;
+    EXPECT_FALSE(kernels::detail::ggml_quantize_x_avx2(y.data(), cols, q.buffers())) << bad;
+  }
+}
+
+// Each integer decode kernel against the scalar reference on the same quantized x: the double
+// dot of the dequantized row with x^ = scale * x_g8. The integer dots are exact, so the kernels
+// differ from it only by the f32 rounding of their per-block factors and sums: at most 64 f32
+// epsilons of sum_c M_c |x^_c|, M_c the largest |w| of c's 16 elements (which bounds the offset
+// terms the kernels subtract as well: a Q6_K code's 32 d scale, a Q4_K min). A wrong code,
+// scale, min or element order is off by a sizeable fraction of that.
+TEST(GgmlQ8, EachKernelMatchesTheScalarReferenceOnItsQuantizedX) {
+  if (!kernels::isa_supported(kernels::Isa::Avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  for (GgmlType type : kIntegerTypes) {
+    const kernels::detail::GgmlRowsQ8 rows_q8 = kernels::detail::ggml_rows_q8_avx2(type);
+    ASSERT_NE(rows_q8, nullptr) << ggml_type_name(type) << " should have an integer decode kernel";
+    const int64_t block = ggml_type_info(type).block_elements;
+    std::mt19937 rng(uint32_t(type) + 11);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (int64_t blocks : {1, 3, 9}) {
+      const int64_t cols = blocks * block, rows = 5;
+      const std::vector<uint8_t> bytes = random_rows(type, rows, cols, rng);
+      const WeightMatrix w = ggml_matrix(type, bytes, rows, cols);
+      std::vector<float> x(static_cast<size_t>(cols)), row(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
+      for (float& v : x) v = normal(rng);
+      Q8X q(cols);
+      ASSERT_TRUE(kernels::detail::ggml_quantize_x_avx2(x.data(), cols, q.buffers()));
+      const kernels::detail::PreparedX px = q.prepared(x.data());
+      rows_q8(w, &px, 1, 0, rows, y.data(), 0);
+      for (int64_t r = 0; r < rows; ++r) {
+        dequantize_row(w, r, row.data());
+        double want = 0, magnitude = 0;
+        for (int64_t c = 0; c < cols; ++c) {
+          want += double(row[size_t(c)]) * q.x_hat(c);
+          float largest = 0;
+          for (int64_t k = c / 16 * 16; k < c / 16 * 16 + 16; ++k) largest = std::max(largest, std::fabs(row[size_t(k)]));
+          magnitude += double(largest) * std::fabs(q.x_hat(c));
+        }
+        ASSERT_NEAR(y[size_t(r)], want, kReassociationTolerance * magnitude)
+            << ggml_type_name(type) << ": " << cols << " columns, row " << r;
+      }
+    }
+  }
+}
+
+// A decode batch (any n, through the kernel itself and through matmul in fast precision) gives
+// every token bit for bit what it gets alone; so does a prefill.
+TEST(GgmlQ8, DecodeBatchesGiveEachTokenItsOwnMatvec) {
+  if (!kernels::isa_supported(kernels::Isa::Avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  const test::PrecisionGuard fast(kernels::MatmulPrecision::Bf16Activations);
+  for (GgmlType type : kIntegerTypes) {
+    std::mt19937 rng(uint32_t(type) + 21);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const int64_t rows = 13, cols = 512, n = 7;
+    const std::vector<uint8_t> bytes = random_rows(type, rows, cols, rng);
+    const WeightMatrix w = ggml_matrix(type, bytes, rows, cols);
+    std::vector<float> x(static_cast<size_t>(n * cols));
+    for (float& v : x) v = normal(rng);
+    std::vector<Q8X> qs;
+    std::vector<kernels::detail::PreparedX> pxs;
+    for (int64_t t = 0; t < n; ++t) {
+      qs.emplace_back(cols);
+      ASSERT_TRUE(kernels::detail::ggml_quantize_x_avx2(x.data() + t * cols, cols, qs.back().buffers()));
+    }
+    for (int64_t t = 0; t < n; ++t) pxs.push_back(qs[size_t(t)].prepared(x.data() + t * cols));
+    std::vector<float> alone(size_t(n * rows)), batch(size_t(n * rows)), via_matmul(size_t(n * rows));
+    for (int64_t t = 0; t < n; ++t)
+      kernels::detail::ggml_rows_q8_avx2(type)(w, &pxs[size_t(t)], 1, 0, rows, alone.data() + t * rows, 0);
+    kernels::detail::ggml_rows_q8_avx2(type)(w, pxs.data(), int(n), 0, rows, batch.data(), rows);
+    EXPECT_EQ(batch, alone) << ggml_type_name(type);
+    kernels::matmul(w, x.data(), n, via_matmul.data());
+    std::vector<float> matvecs(size_t(n * rows));
+    for (int64_t t = 0; t < n; ++t) kernels::matvec(w, x.data() + t * cols, matvecs.data() + t * rows);
+    EXPECT_EQ(via_matmul, matvecs) << ggml_type_name(type);
+    if (kernels::active_isa() != kernels::Isa::Scalar) {
+      EXPECT_EQ(matvecs, alone) << ggml_type_name(type) << ": not the integer decode";
+    }
+    // Prefill (more than kDecodeBatchMaxTokens rows) takes the same kernels: each row its matvec.
+    const int64_t prompt = kernels::kDecodeBatchMaxTokens + 9;
+    std::vector<float> px(static_cast<size_t>(prompt * cols)), py(size_t(prompt * rows)), one(static_cast<size_t>(rows));
+    for (float& v : px) v = normal(rng);
+    kernels::matmul(w, px.data(), prompt, py.data());
+    for (int64_t t = 0; t < prompt; t += 8) {
+      kernels::matvec(w, px.data() + t * cols, one.data());
+      EXPECT_TRUE(std::equal(one.begin(), one.end(), py.begin() + t * rows)) << ggml_type_name(type) << " prompt row " << t;
+    }
+  }
+}
+
 TEST(GgmlAvx2Dot, TypesWithoutAKernelTakeTheReference) {
   EXPECT_EQ(kernels::detail::ggml_row_dot_avx2(GgmlType::IQ2_XXS), nullptr);
   EXPECT_EQ(kernels::detail::ggml_row_dot_avx2(GgmlType::Q4_0), nullptr);
+  EXPECT_EQ(kernels::detail::ggml_rows_q8_avx2(GgmlType::IQ1_S), nullptr);
 }
 
 TEST(GgmlLinear, UnusableTypeIsAnError) {

@@ -1,0 +1,531 @@
+// AVX2 integer-dot decode of ggml block types in fast precision: x quantized to int8 per 32
+// columns (ggml_quantize_x_avx2, backend.h), each weight block decoded in registers to int8 (or
+// uint8) codes and dotted with vpmaddubsw + vpmaddwd, one float FMA per 32 columns.
+//
+// A row's value is sum over 32-column blocks j of (weight scale of j) * (x scale of j) * (integer
+// dot of j), less the types' offsets (Q4_K / Q5_K mins, Q6_K's 32) times the block sums of the
+// dequantized x. The integer dots are exact (bounds at each kernel); only the float sums round.
+// A row kernel takes kTokens tokens at once: the codes are decoded once, and each token's
+// arithmetic is that of kTokens = 1 in the same order, so a token's result in a decode batch is
+// bit for bit its matvec's.
+#include <immintrin.h>
+
+#include <type_traits>
+#include <utility>
+
+#include "kernels/backend.h"
+#include "kernels/prefetch.h"
+
+namespace inkling::kernels::detail {
+namespace {
+
+#include "kernels/simd_common.h"
+
+// ggml's kvalues_iq4nl: the non-uniform grid an IQ4 code indexes.
+constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+__attribute__((always_inline)) inline float reduce(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+__attribute__((always_inline)) inline int hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline float half_at(const uint8_t* at) { return _cvtsh_ss(uint16_t(at[0] | at[1] << 8)); }
+
+__attribute__((always_inline)) inline __m256i load32(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+inline void prefetch_block(const uint8_t* block, int bytes) {
+  for (int line = 0; line < bytes; line += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(block) + kRowPrefetchBytes + line, _MM_HINT_NTA);
+}
+
+// Lane j of v in every lane.
+__attribute__((always_inline)) inline __m256 lane(__m256 v, int j) {
+  return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(j));
+}
+
+// The 8 int32 lane dots of 32 unsigned codes (each <= 255 - see the callers' bounds) with 32
+// signed x digits: pairs from vpmaddubsw, summed in fours by vpmaddwd.
+__attribute__((always_inline)) inline __m256i udot(__m256i codes, const int8_t* x) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(codes, load32(x)), _mm256_set1_epi16(1));
+}
+// The same for signed codes in [-128, 127]: |code| times x with code's sign (|-128| reads as
+// the unsigned 128). |x| <= 127, so a pair is at most 2 * 128 * 127 < 2^15.
+__attribute__((always_inline)) inline __m256i sdot(__m256i codes, const int8_t* x) {
+  return _mm256_madd_epi16(
+      _mm256_maddubs_epi16(_mm256_sign_epi8(codes, codes), _mm256_sign_epi8(load32(x), codes)),
+      _mm256_set1_epi16(1));
+}
+
+// The per-row state of kTokens tokens: one accumulator of scaled dots and one of offsets each.
+template <int kTokens>
+struct Accumulators {
+  __m256 dots[kTokens], offsets[kTokens];
+  Accumulators() {
+    for (int t = 0; t < kTokens; ++t) dots[t] = offsets[t] = _mm256_setzero_ps();
+  }
+  void store(float* y, int64_t ldy) const {
+    for (int t = 0; t < kTokens; ++t) y[t * ldy] = reduce(_mm256_sub_ps(dots[t], offsets[t]));
+  }
+};
+
+// Q8_0: d (f16), 32 signed codes; one x block per weight block.
+struct Q8_0Row {
+  static constexpr int kBlockElements = 32;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    constexpr int kBytes = 34;
+    Accumulators<kTokens> acc;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = row + b * kBytes;
+      if (kPrefetch && b % 2 == 0) prefetch_block(block, 2 * kBytes);
+      const float d = half_at(block);
+      const __m256i codes = load32(block + 2);
+      for (int t = 0; t < kTokens; ++t) {
+        const __m256 dots = _mm256_cvtepi32_ps(sdot(codes, xs[t].x_g8 + 32 * b));
+        acc.dots[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xs[t].x_g8_scale[b]), dots, acc.dots[t]);
+      }
+    }
+    acc.store(y, ldy);
+  }
+};
+
+// The eight 6-bit scales (low 8 bytes) and mins (high 8 bytes) of a Q4_K / Q5_K super-block
+// from its 12 packed bytes (k_scale_min in ggml_dequantize.cpp, four sub-blocks per word):
+// sub-blocks 0-3 are the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); 4-7 take their low
+// nibbles from bytes 8-11 (scales low, mins high) and their top two bits from bits 6-7 of bytes
+// 0-3 (scales) and 4-7 (mins).
+__attribute__((always_inline)) inline void k_scales_mins(const uint8_t* packed, __m256& scales, __m256& mins) {
+  uint32_t w0, w1, w2;
+  __builtin_memcpy(&w0, packed, 4);
+  __builtin_memcpy(&w1, packed + 4, 4);
+  __builtin_memcpy(&w2, packed + 8, 4);
+  const uint32_t s_low = w0 & 0x3f3f3f3fu, m_low = w1 & 0x3f3f3f3fu;
+  const uint32_t s_high = (w2 & 0x0f0f0f0fu) | ((w0 >> 6) & 0x03030303u) << 4;
+  const uint32_t m_high = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 6) & 0x03030303u) << 4;
+  const __m128i s = _mm_set_epi32(0, 0, int(s_high), int(s_low)), m = _mm_set_epi32(0, 0, int(m_high), int(m_low));
+  scales = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(s));
+  mins = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(m));
+}
+
+// Q4_K (kFifthBit false) and Q5_K (true): d, dmin (f16), 12 bytes of scales and mins, [Q5_K: 32
+// bytes of fifth bits,] 128 bytes of nibbles; sub-block g (32 elements) is nibble g % 2 of bytes
+// 32 (g / 2) .. + 31 [plus bit g of the fifth-bit bytes, times 16]. Its value is
+// d * scale_g * code - dmin * min_g. Codes <= 31: a vpmaddubsw pair is at most 2 * 31 * 127.
+template <bool kFifthBit>
+struct Q45_KRow {
+  static constexpr int kBlockElements = 256;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    constexpr int kBytes = kFifthBit ? 176 : 144;
+    const __m256i nibble = _mm256_set1_epi8(15), bit = _mm256_set1_epi8(1);
+    Accumulators<kTokens> acc;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = row + b * kBytes;
+      if (kPrefetch) prefetch_block(block, kBytes);
+      __m256 scales, mins;
+      k_scales_mins(block + 4, scales, mins);
+      scales = _mm256_mul_ps(scales, _mm256_set1_ps(half_at(block)));
+      mins = _mm256_mul_ps(mins, _mm256_set1_ps(half_at(block + 2)));
+      __m256 factors[kTokens];
+      for (int t = 0; t < kTokens; ++t) {
+        factors[t] = _mm256_mul_ps(scales, _mm256_loadu_ps(xs[t].x_g8_scale + 8 * b));
+        acc.offsets[t] = _mm256_fmadd_ps(mins, _mm256_loadu_ps(xs[t].x_g8_sum32 + 8 * b), acc.offsets[t]);
+      }
+      const uint8_t* qs = block + (kFifthBit ? 48 : 16);
+      __m256i high_bits;
+      if constexpr (kFifthBit) high_bits = load32(block + 16);
+#pragma GCC unroll 4
+      for (int pair = 0; pair < 4; ++pair) {
+        const __m256i v = load32(qs + 32 * pair);
+        __m256i low = _mm256_and_si256(v, nibble), up = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+        if constexpr (kFifthBit) {
+          low = _mm256_or_si256(low, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, 2 * pair), bit), 4));
+          up = _mm256_or_si256(up, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, 2 * pair + 1), bit), 4));
+        }
+        for (int t = 0; t < kTokens; ++t) {
+          const int8_t* x = xs[t].x_g8 + 256 * b + 64 * pair;
+          acc.dots[t] = _mm256_fmadd_ps(lane(factors[t], 2 * pair), _mm256_cvtepi32_ps(udot(low, x)), acc.dots[t]);
+          acc.dots[t] = _mm256_fmadd_ps(lane(factors[t], 2 * pair + 1), _mm256_cvtepi32_ps(udot(up, x + 32)), acc.dots[t]);
+        }
+      }
+    }
+    acc.store(y, ldy);
+  }
+};
+
+// Q6_K: 128 bytes of low nibbles, 64 of 2-bit high pairs, 16 signed scales (one per 16
+// elements), d (f16). In half h of 128 elements, 32-element group k takes nibble k / 2 of low
+// bytes 64 h + 32 (k % 2) .. + 31 and pair k of high bytes 32 h .. + 31; value d * scale *
+// (code - 32). The codes (<= 63) are dotted unsigned, the scales applied by vpmaddwd (a pair <=
+// 2 * 63 * 127, a lane <= 2 * 16002 * 128 < 2^31), and the 32 taken out as
+// 32 d sum_m scale_m * (sum of x over 16-element group m).
+struct Q6_KRow {
+  static constexpr int kBlockElements = 256;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    constexpr int kBytes = 210;
+    const __m256i nibble = _mm256_set1_epi8(15), two_bits = _mm256_set1_epi8(3);
+    Accumulators<kTokens> acc;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = row + b * kBytes;
+      if (kPrefetch) prefetch_block(block, kBytes);
+      const __m128i scale_bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 192));
+      const float d = half_at(block + 208);
+      const __m256 d32 = _mm256_set1_ps(32.0f * d);
+      const __m256 scales_low = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(scale_bytes));
+      const __m256 scales_high = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(scale_bytes, 8)));
+      __m256 factors[kTokens];
+      for (int t = 0; t < kTokens; ++t) {
+        factors[t] = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_loadu_ps(xs[t].x_g8_scale + 8 * b));
+        const float* sums = xs[t].x_g8_sum16 + 16 * b;
+        const __m256 offset = _mm256_fmadd_ps(scales_high, _mm256_loadu_ps(sums + 8),
+                                              _mm256_mul_ps(scales_low, _mm256_loadu_ps(sums)));
+        acc.offsets[t] = _mm256_fmadd_ps(d32, offset, acc.offsets[t]);
+      }
+#pragma GCC unroll 2
+      for (int half = 0; half < 2; ++half) {
+        const __m256i low0 = load32(block + 64 * half), low1 = load32(block + 64 * half + 32);
+        const __m256i high = load32(block + 128 + 32 * half);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          const __m256i low = k / 2 == 0 ? (k % 2 == 0 ? low0 : low1)
+                                         : _mm256_srli_epi16(k % 2 == 0 ? low0 : low1, 4);
+          const __m256i codes = _mm256_or_si256(
+              _mm256_and_si256(low, nibble),
+              _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, 2 * k), two_bits), 4));
+          const int group = 4 * half + k;  // of 32 elements: scales 2 group, 2 group + 1
+          const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(int8_t(block[192 + 2 * group + 1])),
+                                                  _mm_set1_epi16(int8_t(block[192 + 2 * group])));
+          for (int t = 0; t < kTokens; ++t) {
+            const __m256i pairs = _mm256_maddubs_epi16(codes, load32(xs[t].x_g8 + 256 * b + 32 * group));
+            const __m256 dots = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, scales));
+            acc.dots[t] = _mm256_fmadd_ps(lane(factors[t], group), dots, acc.dots[t]);
+          }
+        }
+      }
+    }
+    acc.store(y, ldy);
+  }
+};
+
+// IQ4_XS: d (f16), 16 bits of scale tops (2 per 32 elements), 4 bytes of scale nibbles, 128
+// bytes of IQ4 codes (per 32 elements, 16 bytes: low nibbles are elements 0-15, high 16-31).
+// Codes become grid values (|v| <= 127) with one byte shuffle; value d * (scale - 32) * v.
+struct Iq4XsRow {
+  static constexpr int kBlockElements = 256;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    constexpr int kBytes = 136;
+    const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values)));
+    const __m256i nibble = _mm256_set1_epi8(15), shifts = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+    Accumulators<kTokens> acc;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = row + b * kBytes;
+      if (kPrefetch) prefetch_block(block, kBytes);
+      uint32_t low;
+      __builtin_memcpy(&low, block + 4, 4);
+      const uint32_t tops = uint32_t(block[2] | block[3] << 8);
+      // Scale nibble of sub-block ib: nibble ib % 2 of byte ib / 2; top bits: bits 2 ib, 2 ib + 1.
+      const __m256i nibbles = _mm256_and_si256(
+          _mm256_srlv_epi32(_mm256_set1_epi32(int(low)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+          _mm256_set1_epi32(15));
+      const __m256i top = _mm256_and_si256(
+          _mm256_srlv_epi32(_mm256_set1_epi32(int(tops)), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+          _mm256_set1_epi32(3));
+      const __m256i scale_codes = _mm256_sub_epi32(_mm256_or_si256(nibbles, _mm256_slli_epi32(top, 4)), _mm256_set1_epi32(32));
+      const __m256 scales = _mm256_mul_ps(_mm256_set1_ps(half_at(block)), _mm256_cvtepi32_ps(scale_codes));
+      __m256 factors[kTokens];
+      for (int t = 0; t < kTokens; ++t) factors[t] = _mm256_mul_ps(scales, _mm256_loadu_ps(xs[t].x_g8_scale + 8 * b));
+#pragma GCC unroll 8
+      for (int ib = 0; ib < 8; ++ib) {
+        const __m256i codes = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 8 + 16 * ib)));
+        const __m256i values = _mm256_shuffle_epi8(grid, _mm256_and_si256(_mm256_srlv_epi32(codes, shifts), nibble));
+        for (int t = 0; t < kTokens; ++t) {
+          const __m256 dots = _mm256_cvtepi32_ps(sdot(values, xs[t].x_g8 + 256 * b + 32 * ib));
+          acc.dots[t] = _mm256_fmadd_ps(lane(factors[t], ib), dots, acc.dots[t]);
+        }
+      }
+    }
+    acc.store(y, ldy);
+  }
+};
+
+// ---- IQ2 / IQ3: grids of unsigned magnitudes (<= 62) with separate signs ----
+
+#include "tensor/ggml_iq_grids.inc"
+
+// ggml's 8th sign bit of an IQ2_XXS / IQ2_XS / IQ3_XXS group: the parity of the 7 stored ones.
+inline uint32_t eight_signs(uint32_t seven_bits) {
+  const uint32_t bits = seven_bits & 127;
+  return bits | uint32_t(__builtin_parity(bits)) << 7;
+}
+
+// 32 sign bits (bit i: element i is negative) as bytes +1 / -1.
+__attribute__((always_inline)) inline __m256i sign_bytes(uint32_t bits) {
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(int(bits)), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2,
+                                                     2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
+  return _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(1));
+}
+
+// What an IQ block of 32 elements gives its tokens: magnitudes (<= 62) and signs, and the
+// integer scale of each 16 elements (odd, <= 31): pairs at most 2 * 62 * 127, lanes 2 * 15748 *
+// 31 < 2^31. Value = factor of the block * scale * sign * magnitude.
+struct IqGroup {
+  __m256i magnitudes, signs, scales;
+};
+
+template <int kTokens>
+__attribute__((always_inline)) inline void iq_group_dots(const IqGroup& g, const PreparedX* xs, int64_t x_block,
+                                                         const __m256* factors, int lane_index,
+                                                         Accumulators<kTokens>& acc) {
+  for (int t = 0; t < kTokens; ++t) {
+    const __m256i x = _mm256_sign_epi8(load32(xs[t].x_g8 + 32 * x_block), g.signs);
+    const __m256 dots = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(g.magnitudes, x), g.scales));
+    acc.dots[t] = _mm256_fmadd_ps(lane(factors[t], lane_index), dots, acc.dots[t]);
+  }
+}
+
+// The IQ super-block walk: per block of 256 the tokens' factors (d * `d_scale` times the x
+// scales of its 8 groups), then group(block, ib) for each group of 32.
+template <int kBytes, class Group, int kTokens, bool kPrefetch>
+__attribute__((always_inline)) inline void iq_row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                  int64_t ldy, float d_scale, const Group& group) {
+  Accumulators<kTokens> acc;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* block = row + b * kBytes;
+    if (kPrefetch) prefetch_block(block, kBytes);
+    const __m256 d = _mm256_set1_ps(half_at(block) * d_scale);
+    __m256 factors[kTokens];
+    for (int t = 0; t < kTokens; ++t) factors[t] = _mm256_mul_ps(d, _mm256_loadu_ps(xs[t].x_g8_scale + 8 * b));
+#pragma GCC unroll 8
+    for (int ib = 0; ib < 8; ++ib) iq_group_dots<kTokens>(group(block, ib), xs, 8 * b + ib, factors, ib, acc);
+  }
+  acc.store(y, ldy);
+}
+
+inline __m256i split_scales(int first, int second) {
+  return _mm256_set_m128i(_mm_set1_epi16(int16_t(second)), _mm_set1_epi16(int16_t(first)));
+}
+
+// IQ2_XXS: d, then per 32 elements 8 bytes: four grid indices, a word of four 7-bit sign groups
+// and a 4-bit scale s in its top bits; value d (2 s + 1) / 8 * sign * grid.
+struct Iq2XxsRow {
+  static constexpr int kBlockElements = 256;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    iq_row<66, decltype(group), kTokens, kPrefetch>(row, blocks, xs, y, ldy, 0.125f, group);
+  }
+  static constexpr auto group = [](const uint8_t* block, int ib) __attribute__((always_inline)) {
+    const uint8_t* g = block + 2 + 8 * ib;
+    uint32_t meta;
+    __builtin_memcpy(&meta, g + 4, 4);
+    const uint32_t signs = eight_signs(meta) | eight_signs(meta >> 7) << 8 | eight_signs(meta >> 14) << 16 |
+                           eight_signs(meta >> 21) << 24;
+    const int scale = 2 * int(meta >> 28) + 1;
+    return IqGroup{_mm256_set_epi64x(int64_t(kIq2xxsGrid[g[3]]), int64_t(kIq2xxsGrid[g[2]]), int64_t(kIq2xxsGrid[g[1]]),
+                                     int64_t(kIq2xxsGrid[g[0]])),
+                   sign_bytes(signs), _mm256_set1_epi16(int16_t(scale))};
+  };
+};
+
+// IQ2_XS: 32 16-bit codes (9-bit grid index, 7 sign bits), then 8 bytes of two 4-bit scales (one
+// per 16 elements); value d (2 s + 1) / 8 * sign * grid.
+struct Iq2XsRow {
+  static constexpr int kBlockElements = 256;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    iq_row<74, decltype(group), kTokens, kPrefetch>(row, blocks, xs, y, ldy, 0.125f, group);
+  }
+  static constexpr auto group = [](const uint8_t* block, int ib) __attribute__((always_inline)) {
+    uint16_t code[4];
+    __builtin_memcpy(code, block + 2 + 8 * ib, 8);
+    const uint32_t signs = eight_signs(code[0] >> 9) | eight_signs(code[1] >> 9) << 8 |
+                           eight_signs(code[2] >> 9) << 16 | eight_signs(code[3] >> 9) << 24;
+    const uint8_t scales = block[66 + ib];
+    return IqGroup{_mm256_set_epi64x(int64_t(kIq2xsGrid[code[3] & 511]), int64_t(kIq2xsGrid[code[2] & 511]),
+                                     int64_t(kIq2xsGrid[code[1] & 511]), int64_t(kIq2xsGrid[code[0] & 511])),
+                   sign_bytes(signs), split_scales(2 * (scales & 15) + 1, 2 * (scales >> 4) + 1)};
+  };
+};
+
+// IQ2_S: 32 low index bytes, 32 sign bytes (one per 8 elements), 8 bytes of index high bits (2 per
+// 8 elements), 8 bytes of two 4-bit scales; value d (2 s + 1) / 8 * sign * grid.
+struct Iq2SRow {
+  static constexpr int kBlockElements = 256;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    iq_row<82, decltype(group), kTokens, kPrefetch>(row, blocks, xs, y, ldy, 0.125f, group);
+  }
+  static constexpr auto group = [](const uint8_t* block, int ib) __attribute__((always_inline)) {
+    const uint8_t* low = block + 2 + 4 * ib;
+    const int high = block[66 + ib];
+    uint32_t signs;
+    __builtin_memcpy(&signs, block + 34 + 4 * ib, 4);
+    const uint8_t scales = block[74 + ib];
+    return IqGroup{_mm256_set_epi64x(int64_t(kIq2sGrid[low[3] | (high >> 6 & 3) << 8]),
+                                     int64_t(kIq2sGrid[low[2] | (high >> 4 & 3) << 8]),
+                                     int64_t(kIq2sGrid[low[1] | (high >> 2 & 3) << 8]),
+                                     int64_t(kIq2sGrid[low[0] | (high & 3) << 8])),
+                   sign_bytes(signs), split_scales(2 * (scales & 15) + 1, 2 * (scales >> 4) + 1)};
+  };
+};
+
+// IQ3_XXS: 64 grid indices (4 magnitudes each), then per 32 elements a word like IQ2_XXS's;
+// value d (2 s + 1) / 4 * sign * grid.
+struct Iq3XxsRow {
+  static constexpr int kBlockElements = 256;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    iq_row<98, decltype(group), kTokens, kPrefetch>(row, blocks, xs, y, ldy, 0.25f, group);
+  }
+  static constexpr auto group = [](const uint8_t* block, int ib) __attribute__((always_inline)) {
+    const uint8_t* index = block + 2 + 8 * ib;
+    uint32_t meta;
+    __builtin_memcpy(&meta, block + 66 + 4 * ib, 4);
+    const uint32_t signs = eight_signs(meta) | eight_signs(meta >> 7) << 8 | eight_signs(meta >> 14) << 16 |
+                           eight_signs(meta >> 21) << 24;
+    const int scale = 2 * int(meta >> 28) + 1;
+    return IqGroup{_mm256_setr_epi32(int(kIq3xxsGrid[index[0]]), int(kIq3xxsGrid[index[1]]), int(kIq3xxsGrid[index[2]]),
+                                     int(kIq3xxsGrid[index[3]]), int(kIq3xxsGrid[index[4]]), int(kIq3xxsGrid[index[5]]),
+                                     int(kIq3xxsGrid[index[6]]), int(kIq3xxsGrid[index[7]])),
+                   sign_bytes(signs), _mm256_set1_epi16(int16_t(scale))};
+  };
+};
+
+// IQ3_S: 64 low index bytes, 8 bytes of ninth index bits (index k: bit k % 8 of byte k / 8), 32
+// sign bytes, 4 bytes of two 4-bit scales; value d (2 s + 1) * sign * grid.
+struct Iq3SRow {
+  static constexpr int kBlockElements = 256;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    iq_row<110, decltype(group), kTokens, kPrefetch>(row, blocks, xs, y, ldy, 1.0f, group);
+  }
+  static constexpr auto group = [](const uint8_t* block, int ib) __attribute__((always_inline)) {
+    const uint8_t* low = block + 2 + 8 * ib;
+    const int high = block[66 + ib];
+    uint32_t signs;
+    __builtin_memcpy(&signs, block + 74 + 4 * ib, 4);
+    const int scale = 2 * ((block[106 + ib / 2] >> (4 * (ib % 2))) & 15) + 1;
+    auto entry = [&](int j) { return int(kIq3sGrid[low[j] | (high >> j & 1) << 8]); };
+    return IqGroup{_mm256_setr_epi32(entry(0), entry(1), entry(2), entry(3), entry(4), entry(5), entry(6), entry(7)),
+                   sign_bytes(signs), _mm256_set1_epi16(int16_t(scale))};
+  };
+};
+
+// f(std::integral_constant<int, count>()) for a run-time count in [1, kMax].
+template <int kMax, class F>
+inline void with_token_count(int count, const F& f) {
+  if constexpr (kMax > 1) {
+    if (count < kMax) return with_token_count<kMax - 1>(count, f);
+  }
+  f(std::integral_constant<int, kMax>());
+}
+
+// Tokens per pass over a block of rows in a decode batch; the block's codes stay in L1 from one
+// pass to the next, and only the first pass prefetches.
+constexpr int kPassTokens = 4;
+constexpr int64_t kBlockRows = 4;
+
+template <class Row>
+void rows_q8(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin, int64_t row_end, float* y,
+             int64_t ldy) {
+  const int64_t blocks = w.cols / Row::kBlockElements;
+  if (n == 1) {
+    for (int64_t r = row_begin; r < row_end; ++r)
+      Row::template row<1, true>(w.data + r * w.row_stride, blocks, xs, y + (r - row_begin), ldy);
+    return;
+  }
+  for (int64_t begin = row_begin; begin < row_end; begin += kBlockRows) {
+    const int64_t end = min_i64(row_end, begin + kBlockRows);
+    for (int t = 0; t < n; t += kPassTokens) {
+      with_token_count<kPassTokens>(n - t < kPassTokens ? n - t : kPassTokens, [&](auto tokens) {
+        constexpr int kTokens = decltype(tokens)::value;
+        for (int64_t r = begin; r < end; ++r) {
+          float* out = y + t * ldy + (r - row_begin);
+          if (t == 0)
+            Row::template row<kTokens, true>(w.data + r * w.row_stride, blocks, xs + t, out, ldy);
+          else
+            Row::template row<kTokens, false>(w.data + r * w.row_stride, blocks, xs + t, out, ldy);
+        }
+      });
+    }
+  }
+}
+
+}  // namespace
+
+bool ggml_quantize_x_avx2(const float* x, int64_t cols, const GgmlQ8Buffers& out) {
+  const __m256 sign = _mm256_set1_ps(-0.0f), largest_finite = _mm256_set1_ps(0x1.fffffep127f);
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    const float* xb = x + 32 * b;
+    __m256 v[4], max_abs = _mm256_setzero_ps(), finite = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(xb + 8 * i);
+      const __m256 magnitude = _mm256_andnot_ps(sign, v[i]);
+      finite = _mm256_and_ps(finite, _mm256_cmp_ps(magnitude, largest_finite, _CMP_LE_OQ));
+      max_abs = _mm256_max_ps(max_abs, magnitude);
+    }
+    if (_mm256_movemask_ps(finite) != 0xff) return false;  // an inf or NaN
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(max_abs), _mm256_extractf128_ps(max_abs, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    float largest = _mm_cvtss_f32(m);
+    if (largest < kQ8SmallestLaneMax) largest = 0.0f;
+    const float scale = largest / 127.0f;
+    const __m256 inverse = _mm256_set1_ps(largest > 0.0f ? 127.0f / largest : 0.0f);
+    __m256i q[4];
+    for (int i = 0; i < 4; ++i)
+      q[i] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[i], inverse), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    // packs interleave 128-bit lanes: bytes come out as columns 0-3, 8-11, 16-19, 24-27, 4-7, ...;
+    // the dword permute puts them back in order.
+    const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.digits + 32 * b),
+                        _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    const int first = hsum_i32(_mm256_add_epi32(q[0], q[1])), second = hsum_i32(_mm256_add_epi32(q[2], q[3]));
+    out.scales[b] = scale;
+    out.sums16[2 * b] = scale * float(first);
+    out.sums16[2 * b + 1] = scale * float(second);
+    out.sums32[b] = scale * float(first + second);
+  }
+  return true;
+}
+
+GgmlRowsQ8 ggml_rows_q8_avx2(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q8_0: return rows_q8<Q8_0Row>;
+    case GgmlType::Q4_K: return rows_q8<Q45_KRow<false>>;
+    case GgmlType::Q5_K: return rows_q8<Q45_KRow<true>>;
+    case GgmlType::Q6_K: return rows_q8<Q6_KRow>;
+    case GgmlType::IQ4_XS: return rows_q8<Iq4XsRow>;
+    case GgmlType::IQ2_XXS: return rows_q8<Iq2XxsRow>;
+    case GgmlType::IQ2_XS: return rows_q8<Iq2XsRow>;
+    case GgmlType::IQ2_S: return rows_q8<Iq2SRow>;
+    case GgmlType::IQ3_XXS: return rows_q8<Iq3XxsRow>;
+    case GgmlType::IQ3_S: return rows_q8<Iq3SRow>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace inkling::kernels::detail
