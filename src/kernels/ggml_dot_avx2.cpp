@@ -55,18 +55,6 @@ float dot_q8_0(const uint8_t* row, const float* x, int64_t blocks) {
   return reduce(total);
 }
 
-// The 6-bit scale and min of sub-block j of a Q4_K / Q5_K super-block (as k_scale_min in
-// ggml_dequantize.cpp).
-inline void k_scale_min(const uint8_t* packed, int j, int& scale, int& min) {
-  if (j < 4) {
-    scale = packed[j] & 63;
-    min = packed[j + 4] & 63;
-  } else {
-    scale = (packed[j + 4] & 15) | (packed[j - 4] >> 6) << 4;
-    min = (packed[j + 4] >> 4) | (packed[j] >> 6) << 4;
-  }
-}
-
 inline __m256 sum32(const float* x) {
   return _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8)),
                        _mm256_add_ps(_mm256_loadu_ps(x + 16), _mm256_loadu_ps(x + 24)));

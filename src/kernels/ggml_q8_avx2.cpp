@@ -102,7 +102,7 @@ struct Q8_0Row {
 };
 
 // The eight 6-bit scales (low 8 bytes) and mins (high 8 bytes) of a Q4_K / Q5_K super-block
-// from its 12 packed bytes (k_scale_min in ggml_dequantize.cpp, four sub-blocks per word):
+// from its 12 packed bytes (k_scale_min in tensor/ggml_types.h, four sub-blocks per word):
 // sub-blocks 0-3 are the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); 4-7 take their low
 // nibbles from bytes 8-11 (scales low, mins high) and their top two bits from bits 6-7 of bytes
 // 0-3 (scales) and 4-7 (mins).

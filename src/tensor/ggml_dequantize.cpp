@@ -138,19 +138,6 @@ void q3_k(const uint8_t* b, float* y) {
   }
 }
 
-// Q4_K / Q5_K: 8 scales and 8 mins of 6 bits packed in 12 bytes: for sub-block j < 4, the low 6
-// bits of bytes j and j + 4; for j >= 4, a nibble of byte j + 4 plus the two top bits of bytes
-// j - 4 and j.
-void k_scale_min(const uint8_t* packed, int j, int& scale, int& min) {
-  if (j < 4) {
-    scale = packed[j] & 63;
-    min = packed[j + 4] & 63;
-  } else {
-    scale = (packed[j + 4] & 15) | (packed[j - 4] >> 6) << 4;
-    min = (packed[j + 4] >> 4) | (packed[j] >> 6) << 4;
-  }
-}
-
 // Elements of sub-block g (32 of them) take nibble g % 2 of bytes 32 (g / 2) .. + 31.
 void q4_k(const uint8_t* b, float* y) {
   const float d = half_at(b), dmin = half_at(b + 2);

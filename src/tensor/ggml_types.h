@@ -71,4 +71,17 @@ std::optional<uint64_t> ggml_row_bytes(GgmlType type, int64_t elements);
 // bit for bit as ggml's reference dequantizers do. Precondition: ggml_type_info(type).dequantizable.
 void dequantize_ggml_row(GgmlType type, const uint8_t* blocks, float* out, int64_t elements);
 
+// Q4_K / Q5_K: 8 scales and 8 mins of 6 bits packed in 12 bytes: for sub-block j < 4, the low 6
+// bits of bytes j and j + 4; for j >= 4, a nibble of byte j + 4 plus the two top bits of bytes
+// j - 4 and j.
+inline void k_scale_min(const uint8_t* packed, int j, int& scale, int& min) {
+  if (j < 4) {
+    scale = packed[j] & 63;
+    min = packed[j + 4] & 63;
+  } else {
+    scale = (packed[j + 4] & 15) | (packed[j - 4] >> 6) << 4;
+    min = (packed[j + 4] >> 4) | (packed[j] >> 6) << 4;
+  }
+}
+
 }  // namespace inkling
