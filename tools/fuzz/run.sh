@@ -50,7 +50,7 @@ sources_of() {
   local jinja="src/runtime/jinja/*.cpp"
   case "$1" in
     safetensors) echo "src/io/safetensors.cpp src/io/mapped_file.cpp src/tensor/dtype.cpp src/tensor/tensor_view.cpp" ;;
-    gguf) echo "src/io/gguf.cpp src/io/mapped_file.cpp src/tensor/ggml_types.cpp src/tensor/ggml_dequantize.cpp src/tensor/dtype.cpp" ;;
+    gguf) echo "src/io/gguf.cpp src/io/gguf_writer.cpp src/io/mapped_file.cpp src/tensor/ggml_types.cpp src/tensor/ggml_dequantize.cpp src/tensor/dtype.cpp" ;;
     config) echo "src/model/config.cpp src/io/text_file.cpp" ;;
     tokenizer) echo "$tok" ;;
     jinja) echo "$jinja src/io/text_file.cpp" ;;
