@@ -20,16 +20,7 @@ namespace inkling::kernels::detail {
 namespace {
 
 #include "kernels/simd_common.h"
-
-// ggml's kvalues_iq4nl: the non-uniform grid an IQ4 code indexes.
-constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-
-__attribute__((always_inline)) inline float reduce(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+#include "kernels/simd_avx2.h"
 
 __attribute__((always_inline)) inline int hsum_i32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));

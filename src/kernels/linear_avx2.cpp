@@ -12,6 +12,7 @@ namespace inkling::kernels::detail {
 namespace {
 
 #include "kernels/simd_common.h"
+#include "kernels/simd_avx2.h"
 
 constexpr int kLanes = 8;
 
@@ -19,13 +20,6 @@ constexpr int kLanes = 8;
 inline __m256i tail_mask(int64_t count) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(count)),
                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-__attribute__((always_inline)) inline float reduce(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 template <WeightFormat F>

@@ -17,8 +17,6 @@ namespace {
 
 constexpr int kSuper = 256;  // elements of a K / IQ super-block
 
-// The values a 4-bit IQ4 code stands for (ggml's kvalues_iq4nl): a non-uniform grid.
-constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 constexpr float kIq1Delta = 0.125f;
 
 inline float half_at(const uint8_t* at) { return f16_to_f32(uint16_t(at[0] | at[1] << 8)); }

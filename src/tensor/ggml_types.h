@@ -71,6 +71,9 @@ std::optional<uint64_t> ggml_row_bytes(GgmlType type, int64_t elements);
 // bit for bit as ggml's reference dequantizers do. Precondition: ggml_type_info(type).dequantizable.
 void dequantize_ggml_row(GgmlType type, const uint8_t* blocks, float* out, int64_t elements);
 
+// The values a 4-bit IQ4_NL / IQ4_XS code stands for (ggml's kvalues_iq4nl): a non-uniform grid.
+inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
 // Q4_K / Q5_K: 8 scales and 8 mins of 6 bits packed in 12 bytes: for sub-block j < 4, the low 6
 // bits of bytes j and j + 4; for j >= 4, a nibble of byte j + 4 plus the two top bits of bytes
 // j - 4 and j.
