@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <set>
 #include <utility>
 
 namespace inkling {
@@ -190,6 +191,20 @@ void GgufFile::fail_key(std::string_view key, const std::string& what) const {
 
 void GgufFile::fail_tensor(std::string_view name, const std::string& what) const {
   throw Error(label_ + ": tensor " + in_quotes(name) + ": " + what);
+}
+
+void GgufFile::read_tensor(const GgufTensor& tensor, uint64_t begin, uint64_t count, uint8_t* out) const {
+  if (begin > tensor.nbytes || count > tensor.nbytes - begin)
+    fail_tensor(tensor.name, "read of bytes [" + std::to_string(begin) + ", +" + std::to_string(count) + ") past its " +
+                                 std::to_string(tensor.nbytes) + " bytes");
+  const uint64_t at = uint64_t(tensor.data - bytes_.data()) + begin;
+  if (!bytes_.is_mapped()) {
+    if (count) std::memcpy(out, bytes_.data() + at, count);
+    return;
+  }
+  read_file_range(
+      path_, at, count, [&](uint64_t done, std::vector<iovec>& pieces) { pieces.push_back({out + done, size_t(count - done)}); },
+      label_ + ": tensor " + in_quotes(tensor.name));
 }
 
 void GgufFile::parse() {
@@ -602,6 +617,7 @@ std::unique_ptr<GgufModelFiles> GgufModelFiles::open(const fs::path& path) {
 }
 
 const GgufTensor* GgufModelFiles::find(std::string_view name) const {
+  if (auto copy = resident_.find(name); copy != resident_.end()) return &copy->second;
   auto it = tensors_.find(name);
   if (it == tensors_.end()) return nullptr;
   return &files_[it->second.first]->tensors()[it->second.second];
@@ -624,6 +640,63 @@ uint64_t GgufModelFiles::total_file_bytes() const {
   uint64_t total = 0;
   for (const auto& file : files_) total += file->file_bytes();
   return total;
+}
+
+uint64_t GgufModelFiles::make_resident(const std::vector<std::string>& names,
+                                      const std::function<void(uint64_t, uint64_t)>& progress) {
+  if (arena_) throw Error(first().label() + ": make_resident: the tensors were already copied once");
+  struct Pending {
+    const GgufFile* file;
+    const GgufTensor* tensor;
+    uint8_t* copy = nullptr;
+  };
+  std::vector<Pending> pending;
+  std::set<std::string_view> seen;
+  uint64_t total = 0, capacity = 0;
+  for (const std::string& name : names) {
+    if (!seen.insert(name).second) continue;
+    const GgufTensor* tensor = find(name);
+    if (!tensor) throw Error(first().label() + ": make_resident: no tensor " + in_quotes(name) + " in this model");
+    pending.push_back({&file_of(name), tensor});
+    total += tensor->nbytes;
+    capacity += (tensor->nbytes + 63) / 64 * 64;  // ResidentArena aligns every copy to 64 bytes
+  }
+  if (pending.empty()) return 0;
+  // In file order, so the reads stream through each file once.
+  std::sort(pending.begin(), pending.end(), [](const Pending& a, const Pending& b) {
+    return a.file != b.file ? a.file->path() < b.file->path() : a.tensor->offset < b.tensor->offset;
+  });
+  auto arena = std::make_unique<ResidentArena>(capacity);
+  struct Piece {
+    const Pending* item;
+    uint64_t begin, count;
+  };
+  std::vector<Piece> pieces;
+  for (Pending& item : pending) {
+    item.copy = arena->allocate(item.tensor->nbytes);
+    for (uint64_t begin = 0; begin < item.tensor->nbytes; begin += kResidentCopyPieceBytes)
+      pieces.push_back({&item, begin, std::min(kResidentCopyPieceBytes, item.tensor->nbytes - begin)});
+  }
+  const uint64_t done = copy_pieces_in_parallel(
+      pieces.size(), total,
+      [&](size_t index) {
+        const Piece& piece = pieces[index];
+        piece.item->file->read_tensor(*piece.item->tensor, piece.begin, piece.count, piece.item->copy + piece.begin);
+        return piece.count;
+      },
+      progress);
+  for (const Pending& item : pending) {
+    GgufTensor copy = *item.tensor;
+    copy.data = item.copy;
+    resident_.emplace(copy.name, std::move(copy));
+  }
+  arena_ = std::move(arena);
+  return done;
+}
+
+std::span<const uint8_t> GgufModelFiles::resident_memory() const {
+  if (!arena_) return {};
+  return {arena_->data(), size_t(arena_->used())};
 }
 
 }  // namespace inkling

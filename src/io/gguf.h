@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "io/mapped_file.h"
+#include "io/resident_memory.h"
 #include "tensor/error.h"
 #include "tensor/ggml_types.h"
 
@@ -120,6 +121,9 @@ class GgufFile {
   const std::vector<std::string_view>& string_array(std::string_view key) const;
   [[noreturn]] void fail_key(std::string_view key, const std::string& what) const;
   [[noreturn]] void fail_tensor(std::string_view name, const std::string& what) const;
+  // Copies bytes [begin, begin + count) of one of this file's tensors to `out`: read from the file
+  // (read_file_range, the mapping's pages untouched) when it is mapped, else from the held bytes.
+  void read_tensor(const GgufTensor& tensor, uint64_t begin, uint64_t count, uint8_t* out) const;
 
  private:
   GgufFile() = default;
@@ -154,13 +158,26 @@ class GgufModelFiles {
 
   const GgufFile& first() const { return *files_.front(); }  // the metadata
   const std::vector<std::unique_ptr<GgufFile>>& files() const { return files_; }
+  // A copied tensor (make_resident) is found with `data` pointing at its copy.
   const GgufTensor* find(std::string_view name) const;
   const GgufFile& file_of(std::string_view name) const;  // throws when no file holds it
   std::vector<std::string> names() const;                // sorted
   uint64_t total_file_bytes() const;
 
+  // Copies the named tensors out of their files into one ResidentArena (memory advised for
+  // transparent huge pages), in file order, on several threads; find() returns the copies from
+  // then on. Once per model; unknown names throw. progress(done, total) in bytes. Returns the
+  // bytes copied.
+  uint64_t make_resident(const std::vector<std::string>& names,
+                         const std::function<void(uint64_t, uint64_t)>& progress = {});
+  // The copies, as one range (empty before make_resident): what decode streams.
+  std::span<const uint8_t> resident_memory() const;
+  uint64_t resident_huge_page_bytes() const { return arena_ ? arena_->huge_page_bytes() : 0; }
+
  private:
   std::vector<std::unique_ptr<GgufFile>> files_;
+  std::unique_ptr<ResidentArena> arena_;
+  std::map<std::string, GgufTensor, std::less<>> resident_;  // name -> the tensor with data in arena_
   std::map<std::string, std::pair<size_t, size_t>, std::less<>> tensors_;  // name -> (file, tensor)
 };
 

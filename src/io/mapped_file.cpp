@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -73,6 +74,29 @@ void MappedFile::release() noexcept {
   size_ = 0;
   is_mapped_ = false;
   held_.clear();
+}
+
+void read_file_range(const std::filesystem::path& path, uint64_t start, uint64_t total,
+                     const std::function<void(uint64_t done, std::vector<iovec>& pieces)>& pieces_for,
+                     const std::string& what) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(what + ": cannot open the file to read it: " + std::strerror(errno));
+  std::vector<iovec> pieces;
+  uint64_t done = 0;
+  while (done < total) {
+    pieces.clear();
+    pieces_for(done, pieces);
+    const ssize_t got = ::preadv(fd, pieces.data(), int(pieces.size()), off_t(start + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      const std::string why = got < 0 ? std::strerror(errno) : "the file ended early (truncated since it was opened?)";
+      ::close(fd);
+      throw Error(what + ": cannot read " + std::to_string(total) + " bytes at file offset " + std::to_string(start) +
+                  ": " + why);
+    }
+    done += uint64_t(got);
+  }
+  ::close(fd);
 }
 
 }  // namespace inkling

@@ -3,8 +3,11 @@
 // keep one and view into it; moving it keeps every view valid, and it unmaps exactly once.
 #pragma once
 
+#include <sys/uio.h>
+
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,5 +41,13 @@ class MappedFile {
   bool is_mapped_ = false;
   std::vector<uint8_t> held_;
 };
+
+// Reads `total` bytes of `path` from file offset `start` with preadv, into the buffers that
+// `pieces_for(done, pieces)` appends for the bytes from `done` on: a copy lands in place (rows
+// scattered to their strides) with no bounce buffer, and no page of the file's mapping is touched.
+// Throws inkling::Error starting with `what` ("file: tensor \"x\"") when it cannot be read.
+void read_file_range(const std::filesystem::path& path, uint64_t start, uint64_t total,
+                     const std::function<void(uint64_t done, std::vector<iovec>& pieces)>& pieces_for,
+                     const std::string& what);
 
 }  // namespace inkling

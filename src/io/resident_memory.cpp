@@ -3,12 +3,17 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <exception>
+#include <mutex>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 #include "tensor/error.h"
 
@@ -97,6 +102,38 @@ uint64_t ResidentArena::huge_page_bytes() const {
   }
   // A huge page counts whole; the arena's last one is usually only partly used.
   return std::min<uint64_t>(total_kb * 1024, used_);
+}
+
+uint64_t copy_pieces_in_parallel(size_t pieces, uint64_t total, const std::function<uint64_t(size_t)>& copy_piece,
+                                 const std::function<void(uint64_t, uint64_t)>& progress) {
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex mutex;  // guards done, error and the progress callback
+  uint64_t done = 0;
+  std::exception_ptr error;
+  auto worker = [&] {
+    for (size_t i = next++; i < pieces && !failed; i = next++) {
+      uint64_t copied = 0;
+      try {
+        copied = copy_piece(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!error) error = std::current_exception();
+        failed = true;
+        return;
+      }
+      std::lock_guard<std::mutex> lock(mutex);
+      done += copied;
+      if (progress) progress(done, total);
+    }
+  };
+  const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+  std::vector<std::thread> helpers;
+  for (unsigned t = 1; t < threads; ++t) helpers.emplace_back(worker);
+  worker();
+  for (std::thread& helper : helpers) helper.join();
+  if (error) std::rethrow_exception(error);
+  return done;
 }
 
 }  // namespace inkling

@@ -6,7 +6,9 @@
 // faster on the KVM guests this was measured on (docs/kernels.md, "Weight memory").
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace inkling {
@@ -45,5 +47,16 @@ class ResidentArena {
   uint64_t capacity_ = 0;
   uint64_t used_ = 0;
 };
+
+// Runs copy_piece(0 .. pieces-1) on up to 8 threads and returns the bytes they copied (each call
+// returns its own). Most of a copy into fresh anonymous memory goes into the kernel zeroing the
+// new pages (under a hypervisor, into the host backing them), which one thread leaves idle on the
+// other cores. progress(done, total) follows every piece, under a lock; the first exception stops
+// the pieces not yet started and is rethrown once all threads have joined.
+uint64_t copy_pieces_in_parallel(size_t pieces, uint64_t total, const std::function<uint64_t(size_t)>& copy_piece,
+                                 const std::function<void(uint64_t, uint64_t)>& progress);
+
+// Pieces of at most this many bytes keep every thread of copy_pieces_in_parallel busy to the end.
+constexpr uint64_t kResidentCopyPieceBytes = uint64_t(64) << 20;
 
 }  // namespace inkling

@@ -122,34 +122,6 @@ json parse_header_json(const std::string& label, const char* begin, const char* 
   return header;
 }
 
-// Reads `total` bytes of file `path` from offset `start` with preadv, the file's pages never
-// mapped (so they count toward no process's RSS). pieces_for(done, pieces) appends where the
-// bytes from `done` on go (at least one piece); short reads and EINTR are retried. Errors name the
-// file and tensor `name`.
-template <class PiecesFor>
-void read_fully(const std::filesystem::path& path, std::string_view name, uint64_t start, uint64_t total,
-                const PiecesFor& pieces_for) {
-  const std::string label = path.string();
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail_file(label, std::string("cannot open to read tensor ") + in_quotes(name) + ": " + std::strerror(errno));
-  std::vector<iovec> pieces;
-  uint64_t done = 0;
-  while (done < total) {
-    pieces.clear();
-    pieces_for(done, pieces);
-    ssize_t got = ::preadv(fd, pieces.data(), int(pieces.size()), off_t(start + done));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      const std::string why = got < 0 ? std::strerror(errno) : "the file ended early (truncated since it was opened?)";
-      ::close(fd);
-      fail_tensor(label, std::string(name), "cannot read " + std::to_string(total) + " bytes at file offset " +
-                                                std::to_string(start) + ": " + why);
-    }
-    done += uint64_t(got);
-  }
-  ::close(fd);
-}
-
 }  // namespace
 
 SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
@@ -354,9 +326,10 @@ void SafetensorsFile::read_tensor(std::string_view name, uint64_t begin, uint64_
     if (count) std::memcpy(out, view.data + begin, count);
     return;
   }
-  read_fully(path_, name, uint64_t(view.data - bytes_.data()) + begin, count, [&](uint64_t done, std::vector<iovec>& pieces) {
-    pieces.push_back({out + done, size_t(count - done)});
-  });
+  read_file_range(
+      path_, uint64_t(view.data - bytes_.data()) + begin, count,
+      [&](uint64_t done, std::vector<iovec>& pieces) { pieces.push_back({out + done, size_t(count - done)}); },
+      path_.string() + ": tensor " + in_quotes(name));
 }
 
 void SafetensorsFile::read_tensor_rows(std::string_view name, uint64_t first_row, uint64_t rows, uint64_t row_bytes,
@@ -376,7 +349,7 @@ void SafetensorsFile::read_tensor_rows(std::string_view name, uint64_t first_row
     return;
   }
   // Each preadv scatters up to IOV_MAX rows straight into place: no bounce buffer.
-  read_fully(path_, name, uint64_t(view.data - bytes_.data()) + first_row * row_bytes, rows * row_bytes,
+  read_file_range(path_, uint64_t(view.data - bytes_.data()) + first_row * row_bytes, rows * row_bytes,
              [&](uint64_t done, std::vector<iovec>& pieces) {
                // From byte `done` of the rows: the rest of its row, then whole rows.
                const uint64_t row = done / row_bytes, into = done % row_bytes;
@@ -384,7 +357,8 @@ void SafetensorsFile::read_tensor_rows(std::string_view name, uint64_t first_row
                  const uint64_t skip = r == row ? into : 0;
                  pieces.push_back({out + r * out_stride + skip, size_t(row_bytes - skip)});
                }
-             });
+             },
+             path_.string() + ": tensor " + in_quotes(name));
 }
 
 bool SafetensorsFile::read_ahead(std::string_view name) const {

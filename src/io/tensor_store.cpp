@@ -1,13 +1,9 @@
 // A checkpoint directory: one model.safetensors, index-listed shards, or loose .safetensors files.
 #include <algorithm>
-#include <atomic>
-#include <exception>
 #include <fstream>
-#include <mutex>
 #include <set>
 #include <sstream>
 #include <system_error>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -233,10 +229,9 @@ uint64_t TensorStore::make_resident(const std::vector<std::string>& names, const
   auto arena = std::make_unique<ResidentArena>(capacity);
   for (Pending& item : pending) item.copy = arena->allocate(item.bytes);
 
-  // Pieces of at most 64 MiB, read by several threads: most of the time goes into the kernel
-  // zeroing the fresh pages (under a hypervisor, into the host backing them), which one thread
-  // leaves idle on the other cores. A pair's pieces are whole rows, read into place.
-  constexpr uint64_t kPiece = uint64_t(64) << 20;
+  // Pieces read by several threads (copy_pieces_in_parallel); a pair's pieces are whole rows,
+  // read into place.
+  constexpr uint64_t kPiece = kResidentCopyPieceBytes;
   struct Piece {
     const Pending* item;
     uint64_t begin, count;  // bytes of the tensor; for a pair, of each of its two tensors
@@ -251,12 +246,8 @@ uint64_t TensorStore::make_resident(const std::vector<std::string>& names, const
     for (uint64_t begin = 0; begin < item.bytes || (begin == 0 && item.bytes == 0); begin += kPiece)
       pieces.push_back({&item, begin, std::min(kPiece, item.bytes - begin)});
   }
-  std::atomic<size_t> next{0};
-  std::atomic<bool> failed{false};
-  std::mutex mutex;  // guards done, error and the progress callback
-  uint64_t done = 0;
-  std::exception_ptr error;
-  auto copy_piece = [&](const Piece& piece) {
+  auto copy_piece = [&](size_t index) {
+    const Piece& piece = pieces[index];
     const Pending& item = *piece.item;
     if (!item.row_bytes) {
       files_[item.file]->read_tensor(item.name, piece.begin, piece.count, item.copy + piece.begin);
@@ -269,28 +260,7 @@ uint64_t TensorStore::make_resident(const std::vector<std::string>& names, const
                                                2 * item.row_bytes);
     return 2 * piece.count;
   };
-  auto worker = [&] {
-    for (size_t i = next++; i < pieces.size() && !failed; i = next++) {
-      uint64_t copied = 0;
-      try {
-        copied = copy_piece(pieces[i]);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (!error) error = std::current_exception();
-        failed = true;
-        return;
-      }
-      std::lock_guard<std::mutex> lock(mutex);
-      done += copied;
-      if (progress) progress(done, total);
-    }
-  };
-  const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
-  std::vector<std::thread> helpers;
-  for (unsigned t = 1; t < threads; ++t) helpers.emplace_back(worker);
-  worker();
-  for (std::thread& helper : helpers) helper.join();
-  if (error) std::rethrow_exception(error);
+  const uint64_t done = copy_pieces_in_parallel(pieces.size(), total, copy_piece, progress);
   for (const Pending& item : pending) {
     if (item.row_bytes) {
       interleaved_.emplace(item.name, InterleavedRows{item.copy, item.row_bytes, false, item.second});

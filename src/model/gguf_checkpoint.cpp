@@ -347,13 +347,23 @@ std::unique_ptr<Checkpoint> Checkpoint::open_gguf(const fs::path& path, const Ch
   ckpt->dir_ = checkpoint_side_dir(path);
   ckpt->config_ = model_config_from_gguf(ckpt->gguf_->first());
   ckpt->layout_ = CheckpointLayout::Gguf;
-  if (options.memory == WeightMemory::HugePages)
-    ckpt->warnings_.push_back("GGUF weights are used in place in the file mappings (copying them into huge pages "
-                              "is not implemented for GGUF yet)");
   GgufBinder binder(*ckpt, *ckpt->gguf_);
   binder.bind_all();
   for (const std::string& name : ckpt->gguf_->names())
     if (!binder.used().count(name)) ckpt->warnings_.push_back("unrecognised tensor ignored: " + name);
+  if (options.memory == WeightMemory::HugePages) {
+    // Bound once in the mappings first, so a bad file fails before gigabytes are copied; then the
+    // tensors the text model uses are copied and bound again from the copies. The embedding is
+    // gathered a row per token, never streamed: it stays in the mapping.
+    std::vector<std::string> used;
+    for (const std::string& name : binder.used())
+      if (name != "token_embd.weight") used.push_back(name);
+    ckpt->gguf_->make_resident(used, options.progress);
+    ckpt->weights_ = {};
+    ckpt->bindings_.clear();
+    GgufBinder resident_binder(*ckpt, *ckpt->gguf_);
+    resident_binder.bind_all();
+  }
   return ckpt;
 }
 

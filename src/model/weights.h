@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -101,8 +102,8 @@ class Checkpoint {
   // are copied first. Throws inkling::Error naming the problem (missing tensor, wrong shape or
   // dtype, unreadable file, ...).
   // A .gguf file (the first of a split set), or a directory holding one and no config.json, is
-  // opened as a GGUF model instead: the config from its metadata, its tensors bound in place in
-  // the file mappings (WeightMemory::HugePages is not done for GGUF yet: a warning says so).
+  // opened as a GGUF model instead: the config from its metadata, its tensors bound by name (with
+  // WeightMemory::HugePages, every one but the embedding copied first).
   static std::unique_ptr<Checkpoint> open(const std::filesystem::path& dir, const CheckpointOptions& options = {});
 
   // The checkpoint directory; for a GGUF model, the directory holding its file.
@@ -115,6 +116,14 @@ class Checkpoint {
   CheckpointLayout layout() const { return layout_; }
   const ModelWeights& weights() const { return weights_; }
   const TensorStore& store() const { return store_; }
+  // The weights copied out of the files (WeightMemory::HugePages), as one range; empty when they
+  // are used in place in the mappings.
+  std::span<const uint8_t> resident_memory() const {
+    return gguf_ ? gguf_->resident_memory() : store_.resident_memory();
+  }
+  uint64_t resident_huge_page_bytes() const {
+    return gguf_ ? gguf_->resident_huge_page_bytes() : store_.resident_huge_page_bytes();
+  }
   const std::vector<BindingRecord>& bindings() const { return bindings_; }
   const std::vector<std::string>& skipped() const { return skipped_; }  // towers, mtp, ...
   const std::vector<std::string>& warnings() const { return warnings_; }

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <span>
 
 #include "gguf_model_writer.h"
 #include "kernels/isa.h"
@@ -234,6 +235,46 @@ TEST(GgufModel, SplitSetAndDirectoryOpenAsOneModel) {
   const std::vector<int32_t> tokens = random_tokens(8, 9);
   EXPECT_EQ(logits_of(*from_file, tokens), logits_of(source, tokens));
   EXPECT_EQ(logits_of(*from_dir, tokens), logits_of(source, tokens));
+}
+
+// Weights copied into huge pages from a split set are the same bytes: logits bit-identical to the
+// mapped file's, every tensor but the (gathered, not streamed) embedding bound to its copy.
+TEST(GgufModel, HugePageWeightsGiveIdenticalLogits) {
+  const Checkpoint& source = open_tiny("original-f32");
+  const fs::path dir = scratch("resident");
+  GgufModelOptions options;
+  options.matrices = GgmlType::Q8_0;
+  options.splits = 2;
+  const fs::path first = write_gguf_model(source, dir / "tiny.gguf", options);
+  auto mapped = Checkpoint::open(first);
+  CheckpointOptions resident_options;
+  resident_options.memory = WeightMemory::HugePages;
+  uint64_t last_done = 0, last_total = 0;
+  resident_options.progress = [&](uint64_t done, uint64_t total) { last_done = done, last_total = total; };
+  auto resident = Checkpoint::open(first, resident_options);
+  EXPECT_TRUE(mapped->resident_memory().empty());
+  const std::span<const uint8_t> copies = resident->resident_memory();
+  ASSERT_FALSE(copies.empty());
+  EXPECT_GT(last_total, 0u);
+  EXPECT_EQ(last_done, last_total);
+  // Everything the text model binds but the embedding, each copy 64-byte aligned in the arena.
+  uint64_t expected = 0;
+  for (const BindingRecord& binding : mapped->bindings())
+    if (binding.source != "token_embd.weight") expected += (mapped->gguf()->find(binding.source)->nbytes + 63) / 64 * 64;
+  EXPECT_EQ(copies.size(), expected);
+  EXPECT_EQ(resident->bindings().size(), mapped->bindings().size());
+  auto in_copies = [&](const void* data) {
+    const auto* byte = static_cast<const uint8_t*>(data);
+    return byte >= copies.data() && byte < copies.data() + copies.size();
+  };
+  EXPECT_FALSE(in_copies(resident->weights().embed.data));
+  EXPECT_EQ(resident->weights().embed.data,
+            resident->gguf()->file_of("token_embd.weight").find_tensor("token_embd.weight")->data);
+  EXPECT_TRUE(in_copies(resident->weights().lm_head.data));
+  EXPECT_TRUE(in_copies(resident->weights().layers.back().attn.q.data));
+  EXPECT_TRUE(in_copies(resident->weights().norm.data));
+  const std::vector<int32_t> tokens = random_tokens(12, 5);
+  EXPECT_EQ(logits_of(*resident, tokens), logits_of(*mapped, tokens));
 }
 
 // ---- bad files name the file and the key or tensor ----

@@ -274,7 +274,7 @@ Runner add_bench(CLI::App& app) {
     // a smaller buffer (here, fast host phase: 128 MiB 98 GB/s, 256 MiB 81, 1.2 and 1.9 GB 77-78),
     // a speed no decode of a GB-sized model can reach. Weights left in the files (--mmap, or no
     // huge pages) are measured against a 256 MiB buffer, which also counts toward the peak RSS.
-    const std::span<const uint8_t> weights = ckpt->store().resident_memory();
+    const std::span<const uint8_t> weights = ckpt->resident_memory();
     constexpr size_t kBufferProbeBytes = size_t(256) << 20;
     const size_t probe_bytes = std::min(weights.size(), std::max(kBufferProbeBytes, size_t(bytes_per_token)));
     const bool probe_weights = !weights.empty();
@@ -333,7 +333,7 @@ Runner add_bench(CLI::App& app) {
         {"prefill_efficiency", prefill_gflops / fma_peak}, {"load_s", load_seconds}, {"peak_rss_gb", peak_rss_gb},
         {"weights_gb", double(ckpt->file_bytes()) / 1e9},
         {"weight_memory", weight_memory_label(*ckpt)},
-        {"huge_page_gb", double(ckpt->store().resident_huge_page_bytes()) / 1e9}, {"reps", args->reps},
+        {"huge_page_gb", double(ckpt->resident_huge_page_bytes()) / 1e9}, {"reps", args->reps},
         {"pp_all", pp}, {"tg_all", tg}, {"read_bandwidth_all", bandwidths},
         {"read_bandwidth_before_all", bandwidths_before}, {"read_bandwidth_after_all", bandwidths_after}, {"decode_efficiency_all", efficiencies}};
     if (args->json) {

@@ -72,12 +72,8 @@ std::unique_ptr<Checkpoint> open_for_inference(const std::string& dir, const Run
   auto start = std::chrono::steady_clock::now();
   std::unique_ptr<Checkpoint> checkpoint = Checkpoint::open(dir, options);
   progress.finish();
-  if (checkpoint->gguf()) {
-    std::fprintf(stderr, "GGUF weights: used in place in the file mappings (not copied into huge pages)\n");
-    return checkpoint;
-  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const uint64_t copied = checkpoint->store().resident_bytes(), huge = checkpoint->store().resident_huge_page_bytes();
+  const uint64_t copied = checkpoint->resident_memory().size(), huge = checkpoint->resident_huge_page_bytes();
   std::fprintf(stderr, "weights: %.2f GB copied in %.2f s, %.2f GB of it in huge pages%s\n", double(copied) / 1e9,
                seconds, double(huge) / 1e9,
                huge * 2 < copied ? " (the kernel had few free huge pages; decode may run slower, --mmap starts faster)"
@@ -86,7 +82,7 @@ std::unique_ptr<Checkpoint> open_for_inference(const std::string& dir, const Run
 }
 
 const char* weight_memory_label(const Checkpoint& checkpoint) {
-  return checkpoint.store().resident_bytes() > 0 ? "huge pages" : "mmap";
+  return checkpoint.resident_memory().empty() ? "mmap" : "huge pages";
 }
 
 RunOptions RuntimeArgs::apply() const {
