@@ -127,6 +127,17 @@ inline __m256i split_scales(int first, int second) {
   return _mm256_set_m128i(_mm_set1_epi16(int16_t(second)), _mm_set1_epi16(int16_t(first)));
 }
 
+// A super-block's 16 byte scales (one per 16 elements; signed or, below 128, unsigned) as int16,
+// the even ones in the low lane and the odd ones in the high lane, so that group_scales takes a
+// 32-element group's two in split_scales' form with one byte shuffle.
+__attribute__((always_inline)) inline __m256i scales_by_group(__m128i scale_bytes) {
+  return _mm256_cvtepi8_epi16(
+      _mm_shuffle_epi8(scale_bytes, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
+}
+__attribute__((always_inline)) inline __m256i group_scales(__m256i by_group, int group) {
+  return _mm256_shuffle_epi8(by_group, _mm256_set1_epi16(int16_t((2 * group + 1) << 8 | 2 * group)));
+}
+
 // 32 codes with an integer scale per 16 elements (`scales`, as split_scales lays them out); for
 // the signed types (kSigned), the codes are magnitudes and x takes the signs of `signs` (vpsignb:
 // negated where a sign byte is negative, zeroed where it is 0). Each caller bounds its codes and
@@ -248,7 +259,9 @@ struct Q2_KRow {
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * kBytes;
       if (kPrefetch) prefetch_block(block, kBytes);
-      const __m128i mins = _mm_and_si128(_mm_srli_epi16(load16(block), 4), _mm_set1_epi8(15));
+      const __m128i scale_bytes = load16(block);
+      const __m128i mins = _mm_and_si128(_mm_srli_epi16(scale_bytes, 4), _mm_set1_epi8(15));
+      const __m256i scales = scales_by_group(_mm_and_si128(scale_bytes, _mm_set1_epi8(15)));
       const __m256 dmin = _mm256_set1_ps(half_at(block + 82));
       const __m256 mins_low = floats_of_u8(mins), mins_high = floats_of_u8(_mm_srli_si128(mins, 8));
       __m256 factors[kTokens];
@@ -261,8 +274,7 @@ struct Q2_KRow {
 #pragma GCC unroll 4
         for (int k = 0; k < 4; ++k) {
           const int group = 4 * half + k;  // of 32 elements: scales 2 group, 2 group + 1
-          const Group32 g{_mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), two_bits), {},
-                          split_scales(block[2 * group] & 15, block[2 * group + 1] & 15)};
+          const Group32 g{_mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), two_bits), {}, group_scales(scales, group)};
           group_dots<kTokens, false>(g, xs, 8 * b + group, factors, group, acc);
         }
       }
@@ -295,8 +307,7 @@ struct Q3_KRow {
                          int((first >> 4 & 0x0f0f0f0fu) | (tops >> 4 & 0x03030303u) << 4),
                          int((second >> 4 & 0x0f0f0f0fu) | (tops >> 6 & 0x03030303u) << 4)),
           _mm_set1_epi8(32));
-      int8_t scales[16];
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(scales), scale_codes);
+      const __m256i scales = scales_by_group(scale_codes);
       const float d = half_at(block + 108);
       const __m256 d4 = _mm256_set1_ps(4.0f * d);
       const __m256 scales_low = floats_of_i8(scale_codes), scales_high = floats_of_i8(_mm_srli_si128(scale_codes, 8));
@@ -315,7 +326,7 @@ struct Q3_KRow {
           const __m256i high = _mm256_and_si256(
               group >= 2 ? _mm256_srli_epi16(high_bits, group - 2) : _mm256_slli_epi16(high_bits, 2 - group), third_bit);
           const Group32 g{_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), two_bits), high), {},
-                          split_scales(scales[2 * group], scales[2 * group + 1])};
+                          group_scales(scales, group)};
           group_dots<kTokens, false>(g, xs, 8 * b + group, factors, group, acc);
         }
       }
@@ -402,6 +413,7 @@ struct Q6_KRow {
       const uint8_t* block = row + b * kBytes;
       if (kPrefetch) prefetch_block(block, kBytes);
       const __m128i scale_bytes = load16(block + 192);
+      const __m256i scales = scales_by_group(scale_bytes);
       const float d = half_at(block + 208);
       const __m256 d32 = _mm256_set1_ps(32.0f * d);
       const __m256 scales_low = floats_of_i8(scale_bytes), scales_high = floats_of_i8(_mm_srli_si128(scale_bytes, 8));
@@ -421,7 +433,7 @@ struct Q6_KRow {
               _mm256_and_si256(low, nibble),
               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, 2 * k), two_bits), 4));
           const int group = 4 * half + k;  // of 32 elements: scales 2 group, 2 group + 1
-          const Group32 g{codes, {}, split_scales(int8_t(block[192 + 2 * group]), int8_t(block[192 + 2 * group + 1]))};
+          const Group32 g{codes, {}, group_scales(scales, group)};
           group_dots<kTokens, false>(g, xs, 8 * b + group, factors, group, acc);
         }
       }
@@ -621,11 +633,6 @@ __attribute__((always_inline)) inline Group32 iq1_group(__m256i grid, __m256i de
   return Group32{_mm256_abs_epi8(codes), codes, scales};
 }
 
-// +1 bytes, or -1 where `negative`: one grid entry's delta signs.
-inline int64_t delta_bytes(bool negative) {
-  return negative ? int64_t(-1) : int64_t(0x0101010101010101);
-}
-
 // IQ1_S: d, 32 low index bytes, then per 32 elements a 16-bit word: four 3-bit index tops, a
 // 3-bit scale s and the delta's sign (bit 15); value d (2 s + 1) (grid + delta).
 struct Iq1SRow {
@@ -639,7 +646,7 @@ struct Iq1SRow {
     const uint8_t* low = block + 2 + 4 * ib;
     const int meta = block[34 + 2 * ib] | block[35 + 2 * ib] << 8;
     auto entry = [&](int l) { return int64_t(kIq1sGrid[low[l] | (meta >> (3 * l) & 7) << 8]); };
-    return iq1_group(_mm256_set_epi64x(entry(3), entry(2), entry(1), entry(0)), _mm256_set1_epi64x(delta_bytes(meta & 0x8000)),
+    return iq1_group(_mm256_set_epi64x(entry(3), entry(2), entry(1), entry(0)), _mm256_set1_epi8(meta & 0x8000 ? -1 : 1),
                      _mm256_set1_epi16(int16_t(2 * (meta >> 12 & 7) + 1)));
   };
 };
@@ -665,9 +672,12 @@ struct Iq1MRow {
     const int high = block[32 + 2 * ib] | block[33 + 2 * ib] << 8;  // entry l: bits 4 l .. 4 l + 3
     const int word = block[48 + 2 * (ib / 2)] | block[49 + 2 * (ib / 2)] << 8, shift = 6 * (ib % 2);
     auto entry = [&](int l) { return int64_t(kIq1sGrid[low[l] | (high >> (4 * l) & 7) << 8]); };
-    auto deltas = [&](int l) { return delta_bytes(high >> (4 * l + 3) & 1); };
+    // Entry l's delta sign is bit 4 l + 3: compared in all four 16-bit words of its 64-bit lane.
+    const __m256i sign_bit = _mm256_set_epi64x(int64_t(0x8000800080008000), 0x0800080008000800, 0x0080008000800080,
+                                               0x0008000800080008);
+    const __m256i negative = _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16(int16_t(high)), sign_bit), sign_bit);
     return iq1_group(_mm256_set_epi64x(entry(3), entry(2), entry(1), entry(0)),
-                     _mm256_set_epi64x(deltas(3), deltas(2), deltas(1), deltas(0)),
+                     _mm256_or_si256(negative, _mm256_set1_epi8(1)),
                      split_scales(2 * (word >> shift & 7) + 1, 2 * (word >> (shift + 3) & 7) + 1));
   };
 };
