@@ -20,6 +20,7 @@
 #include "kernels/thread_pool.h"
 #include "kernels/vector_ops.h"
 #include "tensor/dtype.h"
+#include "tensor/ggml_types.h"
 #include "tensor/weight_matrix.h"
 
 namespace {
@@ -32,6 +33,7 @@ struct Spec {
   WeightFormat format;
   int bits = 0;
   int group_size = 0;
+  inkling::GgmlType ggml_type = inkling::GgmlType::F32;  // WeightFormat::Ggml
 };
 
 // Weight bytes where `inkling` keeps them by default (io/resident_memory.h): in memory advised
@@ -85,7 +87,7 @@ struct BenchMatrix {
       case WeightFormat::F16: row_bytes = cols * 2; break;
       case WeightFormat::Affine: row_bytes = cols * spec.bits / 8; break;
       case WeightFormat::NvFp4: row_bytes = cols / 2; break;
-      case WeightFormat::Ggml: break;  // not benchmarked here: the ggml types have only their scalar references
+      case WeightFormat::Ggml: row_bytes = int64_t(inkling::ggml_row_bytes(spec.ggml_type, cols).value()); break;
     }
     data.resize(size_t(rows * row_bytes));
     if (spec.format == WeightFormat::F32 || spec.format == WeightFormat::BF16 ||
@@ -104,6 +106,10 @@ struct BenchMatrix {
       }
     } else {
       fill_random(data, seed);
+    }
+    if (spec.format == WeightFormat::Ggml) {
+      w.ggml_type = spec.ggml_type;
+      set_ggml_scales(spec.ggml_type);
     }
     w.data = data.data();
     w.row_stride = row_bytes;
@@ -130,6 +136,32 @@ struct BenchMatrix {
       w.scales_row_stride = cols / 16;
       w.scales_nonnegative_finite = true;  // as the checkpoint binder marks ModelOpt's scales
       w.global_scale = 0.01f;
+    }
+  }
+
+  // Random bits as f16 scales would be inf, NaN or subnormal now and then: every block's scales
+  // become 2^-6 (at the type's offsets; IQ1_M keeps its d in the top nibbles of bytes 48-55).
+  void set_ggml_scales(inkling::GgmlType type) {
+    using inkling::GgmlType;
+    std::vector<int> offsets = {0};
+    switch (type) {
+      case GgmlType::Q4_1:
+      case GgmlType::Q5_1:
+      case GgmlType::Q4_K:
+      case GgmlType::Q5_K: offsets = {0, 2}; break;
+      case GgmlType::Q2_K: offsets = {80, 82}; break;
+      case GgmlType::Q3_K: offsets = {108}; break;
+      case GgmlType::Q6_K: offsets = {208}; break;
+      case GgmlType::IQ1_M: offsets = {}; break;
+      default: break;
+    }
+    const uint16_t half = inkling::f32_to_f16(0x1p-6f);
+    const size_t block_bytes = size_t(inkling::ggml_type_info(type).block_bytes);
+    for (size_t at = 0; at + block_bytes <= data.size(); at += block_bytes) {
+      for (int offset : offsets) std::memcpy(&data[at + size_t(offset)], &half, 2);
+      if (type == GgmlType::IQ1_M)
+        for (size_t w = 0; w < 4; ++w)
+          data[at + 49 + 2 * w] = uint8_t((data[at + 49 + 2 * w] & 0x0f) | ((half >> (4 * w)) & 15) << 4);
     }
   }
 };
@@ -384,6 +416,24 @@ void register_all() {
           })
           ->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)
           ->UseRealTime();
+  // GGUF block types, 2048x2048 streamed as matvec/: ggml_matvec/ in fast precision (the integer
+  // decode kernels, ggml_q8_avx2.cpp), ggml_matvec_exact/ in exact precision (the f32 decode
+  // kernels where a type has one, else the scalar reference: dequantize a row, then dot it).
+  for (MatmulPrecision precision : {MatmulPrecision::Bf16Activations, MatmulPrecision::Exact})
+    for (uint32_t code = 0; code < 64; ++code) {
+      const auto type = inkling::ggml_type_from_code(code);
+      if (!type || !inkling::ggml_type_info(*type).dequantizable || inkling::ggml_type_info(*type).block_elements == 1)
+        continue;
+      const std::string prefix = precision == MatmulPrecision::Exact ? "ggml_matvec_exact/" : "ggml_matvec/";
+      Spec spec{WeightFormat::Ggml};
+      spec.ggml_type = *type;
+      benchmark::RegisterBenchmark((prefix + std::string(inkling::ggml_type_name(*type)) + "/2048x2048").c_str(),
+                                   [spec, precision](benchmark::State& st) {
+                                     PrecisionScope scope(precision);
+                                     BM_Matvec(st, spec, 2048, 2048);
+                                   })
+          ->UseRealTime();
+    }
   benchmark::RegisterBenchmark("machine/read_bandwidth_1GiB", BM_ReadBandwidth)
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);

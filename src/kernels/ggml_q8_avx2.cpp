@@ -3,13 +3,14 @@
 // uint8) codes and dotted with vpmaddubsw + vpmaddwd, one float FMA per 32 columns.
 //
 // A row's value is sum over 32-column blocks j of (weight scale of j) * (x scale of j) * (integer
-// dot of j), less the types' offsets (Q4_K / Q5_K mins, Q6_K's 32) times the block sums of the
-// dequantized x. The integer dots are exact (bounds at each kernel); only the float sums round.
-// A row kernel takes kTokens tokens at once: the codes are decoded once, and each token's
-// arithmetic is that of kTokens = 1 in the same order, so a token's result in a decode batch is
-// bit for bit its matvec's.
+// dot of j), less (or plus) the types' offsets (Q4_1 / Q5_1 / Q2_K / Q4_K / Q5_K mins, Q3_K's 4,
+// Q6_K's 32) times the block sums of the dequantized x. The integer dots are exact (bounds at
+// each kernel); only the float sums round. A row kernel takes kTokens tokens at once: the codes
+// are decoded once, and each token's arithmetic is that of kTokens = 1 in the same order, so a
+// token's result in a decode batch is bit for bit its matvec's.
 #include <immintrin.h>
 
+#include <cmath>
 #include <type_traits>
 #include <utility>
 
@@ -31,8 +32,17 @@ __attribute__((always_inline)) inline int hsum_i32(__m256i v) {
 
 inline float half_at(const uint8_t* at) { return _cvtsh_ss(uint16_t(at[0] | at[1] << 8)); }
 
+inline uint32_t u32_at(const uint8_t* at) {
+  uint32_t value;
+  __builtin_memcpy(&value, at, 4);
+  return value;
+}
+
 __attribute__((always_inline)) inline __m256i load32(const void* p) {
   return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+__attribute__((always_inline)) inline __m128i load16(const void* p) {
+  return _mm_loadu_si128(static_cast<const __m128i*>(p));
 }
 
 inline void prefetch_block(const uint8_t* block, int bytes) {
@@ -43,6 +53,30 @@ inline void prefetch_block(const uint8_t* block, int bytes) {
 // Lane j of v in every lane.
 __attribute__((always_inline)) inline __m256 lane(__m256 v, int j) {
   return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(j));
+}
+
+// 8 bytes (signed or unsigned) as 8 floats.
+__attribute__((always_inline)) inline __m256 floats_of_i8(__m128i bytes) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
+}
+__attribute__((always_inline)) inline __m256 floats_of_u8(__m128i bytes) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes));
+}
+
+// 16 bytes of nibbles as 32 codes: the low nibbles in the low 128-bit lane, the high nibbles in
+// the high one (elements 0-15 and 16-31 of a Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL / IQ4_XS block).
+__attribute__((always_inline)) inline __m256i split_nibbles(const uint8_t* bytes) {
+  const __m256i both = _mm256_broadcastsi128_si256(load16(bytes));
+  return _mm256_and_si256(_mm256_srlv_epi32(both, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(15));
+}
+
+// 32 bits as 32 bytes: 0xff where bit i is set, 0 where it is clear.
+__attribute__((always_inline)) inline __m256i bit_masks(uint32_t bits) {
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(int(bits)), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2,
+                                                     2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
 }
 
 // The 8 int32 lane dots of 32 unsigned codes (each <= 255 - see the callers' bounds) with 32
@@ -58,6 +92,11 @@ __attribute__((always_inline)) inline __m256i sdot(__m256i codes, const int8_t* 
       _mm256_set1_epi16(1));
 }
 
+// sum += factor * (the integer lane dots).
+__attribute__((always_inline)) inline void accumulate(__m256& sum, __m256 factor, __m256i dots) {
+  sum = _mm256_fmadd_ps(factor, _mm256_cvtepi32_ps(dots), sum);
+}
+
 // The per-row state of kTokens tokens: one accumulator of scaled dots and one of offsets each.
 template <int kTokens>
 struct Accumulators {
@@ -70,22 +109,226 @@ struct Accumulators {
   }
 };
 
-// Q8_0: d (f16), 32 signed codes; one x block per weight block.
-struct Q8_0Row {
+// Each token's factors for super-block b: the weights' scales of its 8 groups of 32 times x's.
+template <int kTokens>
+__attribute__((always_inline)) inline void block_factors(__m256 weight_scales, const PreparedX* xs, int64_t b,
+                                                         __m256* factors) {
+  for (int t = 0; t < kTokens; ++t) factors[t] = _mm256_mul_ps(weight_scales, _mm256_loadu_ps(xs[t].x_g8_scale + 8 * b));
+}
+
+// sum over the 16 sub-blocks m of a super-block of weight_m * (sum of x over m), the weights of
+// m < 8 in `low` and the others in `high`: what the per-16 offsets (Q2_K's mins, Q3_K's 4, Q6_K's
+// 32) take from a row.
+__attribute__((always_inline)) inline __m256 weighted_sums16(__m256 low, __m256 high, const float* sums16) {
+  return _mm256_fmadd_ps(high, _mm256_loadu_ps(sums16 + 8), _mm256_mul_ps(low, _mm256_loadu_ps(sums16)));
+}
+
+inline __m256i split_scales(int first, int second) {
+  return _mm256_set_m128i(_mm_set1_epi16(int16_t(second)), _mm_set1_epi16(int16_t(first)));
+}
+
+// A super-block's 16 byte scales (one per 16 elements; signed or, below 128, unsigned) as int16,
+// the even ones in the low lane and the odd ones in the high lane, so that group_scales takes a
+// 32-element group's two in split_scales' form with one byte shuffle.
+__attribute__((always_inline)) inline __m256i scales_by_group(__m128i scale_bytes) {
+  return _mm256_cvtepi8_epi16(
+      _mm_shuffle_epi8(scale_bytes, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
+}
+__attribute__((always_inline)) inline __m256i group_scales(__m256i by_group, int group) {
+  return _mm256_shuffle_epi8(by_group, _mm256_set1_epi16(int16_t((2 * group + 1) << 8 | 2 * group)));
+}
+
+// 32 codes with an integer scale per 16 elements (`scales`, as split_scales lays them out); for
+// the signed types (kSigned), the codes are magnitudes and x takes the signs of `signs` (vpsignb:
+// negated where a sign byte is negative, zeroed where it is 0). Each caller bounds its codes and
+// scales so that a vpmaddubsw pair stays under 2^15 and a vpmaddwd lane under 2^31.
+struct Group32 {
+  __m256i codes, signs, scales;
+};
+
+// Adds each token's dot of g with x block `x_block` times lane `lane_index` of its factors.
+template <int kTokens, bool kSigned>
+__attribute__((always_inline)) inline void group_dots(const Group32& g, const PreparedX* xs, int64_t x_block,
+                                                      const __m256* factors, int lane_index,
+                                                      Accumulators<kTokens>& acc) {
+  for (int t = 0; t < kTokens; ++t) {
+    __m256i x = load32(xs[t].x_g8 + 32 * x_block);
+    if constexpr (kSigned) x = _mm256_sign_epi8(x, g.signs);
+    accumulate(acc.dots[t], lane(factors[t], lane_index), _mm256_madd_epi16(_mm256_maddubs_epi16(g.codes, x), g.scales));
+  }
+}
+
+// ---- 32-element blocks: an f16 d at byte 0, [an f16 min m,] 32 codes; one x block each ----
+
+// A 32-element block type: `codes` decodes a block's 32 codes, signed (kSigned, in [-128, 127],
+// dotted through sdot) or unsigned (<= 31, through udot: a pair <= 2 * 31 * 127); the value of a
+// code is d * code [+ m].
+template <class Block>
+struct Block32Row {
   static constexpr int kBlockElements = 32;
   template <int kTokens, bool kPrefetch>
   __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
                                                  int64_t ldy) {
-    constexpr int kBytes = 34;
+    constexpr int kBytes = Block::kBytes, kBlocksPerPrefetch = (64 + kBytes - 1) / kBytes;
+    Accumulators<kTokens> acc;
+    [[maybe_unused]] float mins[kTokens] = {};
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = row + b * kBytes;
+      if (kPrefetch && b % kBlocksPerPrefetch == 0) prefetch_block(block, kBlocksPerPrefetch * kBytes);
+      const float d = half_at(block);
+      const __m256i codes = Block::codes(block);
+      for (int t = 0; t < kTokens; ++t) {
+        const int8_t* x = xs[t].x_g8 + 32 * b;
+        accumulate(acc.dots[t], _mm256_set1_ps(d * xs[t].x_g8_scale[b]), Block::kSigned ? sdot(codes, x) : udot(codes, x));
+        if constexpr (Block::kHasMin) mins[t] = std::fma(half_at(block + 2), xs[t].x_g8_sum32[b], mins[t]);
+      }
+    }
+    if constexpr (Block::kHasMin) {
+      for (int t = 0; t < kTokens; ++t) y[t * ldy] = reduce(acc.dots[t]) + mins[t];
+    } else {
+      acc.store(y, ldy);
+    }
+  }
+};
+
+// Q8_0: d, 32 signed codes.
+struct Q8_0Block {
+  static constexpr int kBytes = 34;
+  static constexpr bool kSigned = true, kHasMin = false;
+  __attribute__((always_inline)) static __m256i codes(const uint8_t* block) { return load32(block + 2); }
+};
+
+// Q4_0: d, 16 bytes of nibbles (low: elements 0-15, high: 16-31); value d * (nibble - 8).
+struct Q4_0Block {
+  static constexpr int kBytes = 18;
+  static constexpr bool kSigned = true, kHasMin = false;
+  __attribute__((always_inline)) static __m256i codes(const uint8_t* block) {
+    return _mm256_sub_epi8(split_nibbles(block + 2), _mm256_set1_epi8(8));
+  }
+};
+
+// Q4_1: d, m, nibbles as Q4_0's; value d * nibble + m.
+struct Q4_1Block {
+  static constexpr int kBytes = 20;
+  static constexpr bool kSigned = false, kHasMin = true;
+  __attribute__((always_inline)) static __m256i codes(const uint8_t* block) { return split_nibbles(block + 4); }
+};
+
+// Q5_0: d, a word of fifth bits (bit j: element j), nibbles; value d * (nibble + 16 bit - 16). The
+// signed code is the nibble with 0xf0 or'ed in where the bit is clear (nibble - 16 as int8).
+struct Q5_0Block {
+  static constexpr int kBytes = 22;
+  static constexpr bool kSigned = true, kHasMin = false;
+  __attribute__((always_inline)) static __m256i codes(const uint8_t* block) {
+    return _mm256_or_si256(split_nibbles(block + 6), _mm256_andnot_si256(bit_masks(u32_at(block + 2)), _mm256_set1_epi8(-16)));
+  }
+};
+
+// Q5_1: d, m, the fifth bits, nibbles; value d * (nibble + 16 bit) + m.
+struct Q5_1Block {
+  static constexpr int kBytes = 24;
+  static constexpr bool kSigned = false, kHasMin = true;
+  __attribute__((always_inline)) static __m256i codes(const uint8_t* block) {
+    return _mm256_or_si256(split_nibbles(block + 8), _mm256_and_si256(bit_masks(u32_at(block + 4)), _mm256_set1_epi8(16)));
+  }
+};
+
+// IQ4_NL: d, nibbles as Q4_0's indexing kIq4Values (|v| <= 127) through one byte shuffle.
+struct Iq4NlBlock {
+  static constexpr int kBytes = 18;
+  static constexpr bool kSigned = true, kHasMin = false;
+  __attribute__((always_inline)) static __m256i codes(const uint8_t* block) {
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(load16(kIq4Values)), split_nibbles(block + 2));
+  }
+};
+
+// ---- K quants ----
+
+// Q2_K: 16 scale bytes (low nibble: scale, high: min, per 16 elements), 64 bytes of 2-bit codes,
+// d, dmin (f16). In half h of 128 elements, 32-element group k is bits 2k, 2k + 1 of bytes
+// 16 + 32 h .. + 31; value d * scale * code - dmin * min. Codes <= 3 and scales <= 15: a pair is
+// at most 2 * 3 * 127, a lane 2 * 762 * 15.
+struct Q2_KRow {
+  static constexpr int kBlockElements = 256;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    constexpr int kBytes = 84;
+    const __m256i two_bits = _mm256_set1_epi8(3);
     Accumulators<kTokens> acc;
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * kBytes;
-      if (kPrefetch && b % 2 == 0) prefetch_block(block, 2 * kBytes);
-      const float d = half_at(block);
-      const __m256i codes = load32(block + 2);
-      for (int t = 0; t < kTokens; ++t) {
-        const __m256 dots = _mm256_cvtepi32_ps(sdot(codes, xs[t].x_g8 + 32 * b));
-        acc.dots[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xs[t].x_g8_scale[b]), dots, acc.dots[t]);
+      if (kPrefetch) prefetch_block(block, kBytes);
+      const __m128i scale_bytes = load16(block);
+      const __m128i mins = _mm_and_si128(_mm_srli_epi16(scale_bytes, 4), _mm_set1_epi8(15));
+      const __m256i scales = scales_by_group(_mm_and_si128(scale_bytes, _mm_set1_epi8(15)));
+      const __m256 dmin = _mm256_set1_ps(half_at(block + 82));
+      const __m256 mins_low = floats_of_u8(mins), mins_high = floats_of_u8(_mm_srli_si128(mins, 8));
+      __m256 factors[kTokens];
+      block_factors<kTokens>(_mm256_set1_ps(half_at(block + 80)), xs, b, factors);
+      for (int t = 0; t < kTokens; ++t)
+        acc.offsets[t] = _mm256_fmadd_ps(dmin, weighted_sums16(mins_low, mins_high, xs[t].x_g8_sum16 + 16 * b), acc.offsets[t]);
+#pragma GCC unroll 2
+      for (int half = 0; half < 2; ++half) {
+        const __m256i bits = load32(block + 16 + 32 * half);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          const int group = 4 * half + k;  // of 32 elements: scales 2 group, 2 group + 1
+          const Group32 g{_mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), two_bits), {}, group_scales(scales, group)};
+          group_dots<kTokens, false>(g, xs, 8 * b + group, factors, group, acc);
+        }
+      }
+    }
+    acc.store(y, ldy);
+  }
+};
+
+// Q3_K: a 32-byte mask of high bits (element 32 g + p: bit g of byte p), 2-bit codes laid out as
+// Q2_K's, 16 signed 6-bit scales in 12 bytes, d; value d * (scale - 32) * (code + 4 high - 4).
+// The 3-bit codes (<= 7) are dotted unsigned, the scales applied by vpmaddwd (a pair <= 2 * 7 *
+// 127, a lane <= 2 * 1778 * 32), and the 4 taken out as 4 d sum_m scale_m * (x sum of m).
+struct Q3_KRow {
+  static constexpr int kBlockElements = 256;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    constexpr int kBytes = 110;
+    const __m256i two_bits = _mm256_set1_epi8(3), third_bit = _mm256_set1_epi8(4);
+    Accumulators<kTokens> acc;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = row + b * kBytes;
+      if (kPrefetch) prefetch_block(block, kBytes);
+      // Scale k: low nibble of byte k % 8 of the first 8 (nibble k / 8), top bits 2 (k / 4) of
+      // byte 8 + k % 4.
+      const uint32_t first = u32_at(block + 96), second = u32_at(block + 100), tops = u32_at(block + 104);
+      const __m128i scale_codes = _mm_sub_epi8(
+          _mm_setr_epi32(int((first & 0x0f0f0f0fu) | (tops & 0x03030303u) << 4),
+                         int((second & 0x0f0f0f0fu) | (tops >> 2 & 0x03030303u) << 4),
+                         int((first >> 4 & 0x0f0f0f0fu) | (tops >> 4 & 0x03030303u) << 4),
+                         int((second >> 4 & 0x0f0f0f0fu) | (tops >> 6 & 0x03030303u) << 4)),
+          _mm_set1_epi8(32));
+      const __m256i scales = scales_by_group(scale_codes);
+      const float d = half_at(block + 108);
+      const __m256 d4 = _mm256_set1_ps(4.0f * d);
+      const __m256 scales_low = floats_of_i8(scale_codes), scales_high = floats_of_i8(_mm_srli_si128(scale_codes, 8));
+      __m256 factors[kTokens];
+      block_factors<kTokens>(_mm256_set1_ps(d), xs, b, factors);
+      for (int t = 0; t < kTokens; ++t)
+        acc.offsets[t] = _mm256_fmadd_ps(d4, weighted_sums16(scales_low, scales_high, xs[t].x_g8_sum16 + 16 * b), acc.offsets[t]);
+      const __m256i high_bits = load32(block);
+#pragma GCC unroll 2
+      for (int half = 0; half < 2; ++half) {
+        const __m256i bits = load32(block + 32 + 32 * half);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          const int group = 4 * half + k;
+          // Bit `group` of each mask byte to bit 2 (a 16-bit shift: the bit stays in its byte).
+          const __m256i high = _mm256_and_si256(
+              group >= 2 ? _mm256_srli_epi16(high_bits, group - 2) : _mm256_slli_epi16(high_bits, 2 - group), third_bit);
+          const Group32 g{_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), two_bits), high), {},
+                          group_scales(scales, group)};
+          group_dots<kTokens, false>(g, xs, 8 * b + group, factors, group, acc);
+        }
       }
     }
     acc.store(y, ldy);
@@ -98,16 +341,12 @@ struct Q8_0Row {
 // nibbles from bytes 8-11 (scales low, mins high) and their top two bits from bits 6-7 of bytes
 // 0-3 (scales) and 4-7 (mins).
 __attribute__((always_inline)) inline void k_scales_mins(const uint8_t* packed, __m256& scales, __m256& mins) {
-  uint32_t w0, w1, w2;
-  __builtin_memcpy(&w0, packed, 4);
-  __builtin_memcpy(&w1, packed + 4, 4);
-  __builtin_memcpy(&w2, packed + 8, 4);
+  const uint32_t w0 = u32_at(packed), w1 = u32_at(packed + 4), w2 = u32_at(packed + 8);
   const uint32_t s_low = w0 & 0x3f3f3f3fu, m_low = w1 & 0x3f3f3f3fu;
   const uint32_t s_high = (w2 & 0x0f0f0f0fu) | ((w0 >> 6) & 0x03030303u) << 4;
   const uint32_t m_high = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 6) & 0x03030303u) << 4;
-  const __m128i s = _mm_set_epi32(0, 0, int(s_high), int(s_low)), m = _mm_set_epi32(0, 0, int(m_high), int(m_low));
-  scales = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(s));
-  mins = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(m));
+  scales = floats_of_u8(_mm_set_epi32(0, 0, int(s_high), int(s_low)));
+  mins = floats_of_u8(_mm_set_epi32(0, 0, int(m_high), int(m_low)));
 }
 
 // Q4_K (kFifthBit false) and Q5_K (true): d, dmin (f16), 12 bytes of scales and mins, [Q5_K: 32
@@ -131,10 +370,9 @@ struct Q45_KRow {
       scales = _mm256_mul_ps(scales, _mm256_set1_ps(half_at(block)));
       mins = _mm256_mul_ps(mins, _mm256_set1_ps(half_at(block + 2)));
       __m256 factors[kTokens];
-      for (int t = 0; t < kTokens; ++t) {
-        factors[t] = _mm256_mul_ps(scales, _mm256_loadu_ps(xs[t].x_g8_scale + 8 * b));
+      block_factors<kTokens>(scales, xs, b, factors);
+      for (int t = 0; t < kTokens; ++t)
         acc.offsets[t] = _mm256_fmadd_ps(mins, _mm256_loadu_ps(xs[t].x_g8_sum32 + 8 * b), acc.offsets[t]);
-      }
       const uint8_t* qs = block + (kFifthBit ? 48 : 16);
       __m256i high_bits;
       if constexpr (kFifthBit) high_bits = load32(block + 16);
@@ -148,8 +386,8 @@ struct Q45_KRow {
         }
         for (int t = 0; t < kTokens; ++t) {
           const int8_t* x = xs[t].x_g8 + 256 * b + 64 * pair;
-          acc.dots[t] = _mm256_fmadd_ps(lane(factors[t], 2 * pair), _mm256_cvtepi32_ps(udot(low, x)), acc.dots[t]);
-          acc.dots[t] = _mm256_fmadd_ps(lane(factors[t], 2 * pair + 1), _mm256_cvtepi32_ps(udot(up, x + 32)), acc.dots[t]);
+          accumulate(acc.dots[t], lane(factors[t], 2 * pair), udot(low, x));
+          accumulate(acc.dots[t], lane(factors[t], 2 * pair + 1), udot(up, x + 32));
         }
       }
     }
@@ -174,19 +412,15 @@ struct Q6_KRow {
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * kBytes;
       if (kPrefetch) prefetch_block(block, kBytes);
-      const __m128i scale_bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 192));
+      const __m128i scale_bytes = load16(block + 192);
+      const __m256i scales = scales_by_group(scale_bytes);
       const float d = half_at(block + 208);
       const __m256 d32 = _mm256_set1_ps(32.0f * d);
-      const __m256 scales_low = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(scale_bytes));
-      const __m256 scales_high = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(scale_bytes, 8)));
+      const __m256 scales_low = floats_of_i8(scale_bytes), scales_high = floats_of_i8(_mm_srli_si128(scale_bytes, 8));
       __m256 factors[kTokens];
-      for (int t = 0; t < kTokens; ++t) {
-        factors[t] = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_loadu_ps(xs[t].x_g8_scale + 8 * b));
-        const float* sums = xs[t].x_g8_sum16 + 16 * b;
-        const __m256 offset = _mm256_fmadd_ps(scales_high, _mm256_loadu_ps(sums + 8),
-                                              _mm256_mul_ps(scales_low, _mm256_loadu_ps(sums)));
-        acc.offsets[t] = _mm256_fmadd_ps(d32, offset, acc.offsets[t]);
-      }
+      block_factors<kTokens>(_mm256_set1_ps(d), xs, b, factors);
+      for (int t = 0; t < kTokens; ++t)
+        acc.offsets[t] = _mm256_fmadd_ps(d32, weighted_sums16(scales_low, scales_high, xs[t].x_g8_sum16 + 16 * b), acc.offsets[t]);
 #pragma GCC unroll 2
       for (int half = 0; half < 2; ++half) {
         const __m256i low0 = load32(block + 64 * half), low1 = load32(block + 64 * half + 32);
@@ -199,13 +433,8 @@ struct Q6_KRow {
               _mm256_and_si256(low, nibble),
               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, 2 * k), two_bits), 4));
           const int group = 4 * half + k;  // of 32 elements: scales 2 group, 2 group + 1
-          const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(int8_t(block[192 + 2 * group + 1])),
-                                                  _mm_set1_epi16(int8_t(block[192 + 2 * group])));
-          for (int t = 0; t < kTokens; ++t) {
-            const __m256i pairs = _mm256_maddubs_epi16(codes, load32(xs[t].x_g8 + 256 * b + 32 * group));
-            const __m256 dots = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, scales));
-            acc.dots[t] = _mm256_fmadd_ps(lane(factors[t], group), dots, acc.dots[t]);
-          }
+          const Group32 g{codes, {}, group_scales(scales, group)};
+          group_dots<kTokens, false>(g, xs, 8 * b + group, factors, group, acc);
         }
       }
     }
@@ -222,14 +451,12 @@ struct Iq4XsRow {
   __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
                                                  int64_t ldy) {
     constexpr int kBytes = 136;
-    const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values)));
-    const __m256i nibble = _mm256_set1_epi8(15), shifts = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+    const __m256i grid = _mm256_broadcastsi128_si256(load16(kIq4Values));
     Accumulators<kTokens> acc;
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * kBytes;
       if (kPrefetch) prefetch_block(block, kBytes);
-      uint32_t low;
-      __builtin_memcpy(&low, block + 4, 4);
+      const uint32_t low = u32_at(block + 4);
       const uint32_t tops = uint32_t(block[2] | block[3] << 8);
       // Scale nibble of sub-block ib: nibble ib % 2 of byte ib / 2; top bits: bits 2 ib, 2 ib + 1.
       const __m256i nibbles = _mm256_and_si256(
@@ -239,24 +466,20 @@ struct Iq4XsRow {
           _mm256_srlv_epi32(_mm256_set1_epi32(int(tops)), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
           _mm256_set1_epi32(3));
       const __m256i scale_codes = _mm256_sub_epi32(_mm256_or_si256(nibbles, _mm256_slli_epi32(top, 4)), _mm256_set1_epi32(32));
-      const __m256 scales = _mm256_mul_ps(_mm256_set1_ps(half_at(block)), _mm256_cvtepi32_ps(scale_codes));
       __m256 factors[kTokens];
-      for (int t = 0; t < kTokens; ++t) factors[t] = _mm256_mul_ps(scales, _mm256_loadu_ps(xs[t].x_g8_scale + 8 * b));
+      block_factors<kTokens>(_mm256_mul_ps(_mm256_set1_ps(half_at(block)), _mm256_cvtepi32_ps(scale_codes)), xs, b, factors);
 #pragma GCC unroll 8
       for (int ib = 0; ib < 8; ++ib) {
-        const __m256i codes = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 8 + 16 * ib)));
-        const __m256i values = _mm256_shuffle_epi8(grid, _mm256_and_si256(_mm256_srlv_epi32(codes, shifts), nibble));
-        for (int t = 0; t < kTokens; ++t) {
-          const __m256 dots = _mm256_cvtepi32_ps(sdot(values, xs[t].x_g8 + 256 * b + 32 * ib));
-          acc.dots[t] = _mm256_fmadd_ps(lane(factors[t], ib), dots, acc.dots[t]);
-        }
+        const __m256i values = _mm256_shuffle_epi8(grid, split_nibbles(block + 8 + 16 * ib));
+        for (int t = 0; t < kTokens; ++t)
+          accumulate(acc.dots[t], lane(factors[t], ib), sdot(values, xs[t].x_g8 + 256 * b + 32 * ib));
       }
     }
     acc.store(y, ldy);
   }
 };
 
-// ---- IQ2 / IQ3: grids of unsigned magnitudes (<= 62) with separate signs ----
+// ---- IQ2 / IQ3 / IQ1: grid magnitudes with separate signs ----
 
 #include "tensor/ggml_iq_grids.inc"
 
@@ -268,52 +491,34 @@ inline uint32_t eight_signs(uint32_t seven_bits) {
 
 // 32 sign bits (bit i: element i is negative) as bytes +1 / -1.
 __attribute__((always_inline)) inline __m256i sign_bytes(uint32_t bits) {
-  const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(int(bits)), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2,
-                                                     2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
-  return _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(1));
+  return _mm256_or_si256(bit_masks(bits), _mm256_set1_epi8(1));
 }
 
-// What an IQ block of 32 elements gives its tokens: magnitudes (<= 62) and signs, and the
-// integer scale of each 16 elements (odd, <= 31): pairs at most 2 * 62 * 127, lanes 2 * 15748 *
-// 31 < 2^31. Value = factor of the block * scale * sign * magnitude.
-struct IqGroup {
-  __m256i magnitudes, signs, scales;
+// The f16 at a block's start times a type's constant: the factor of most IQ super-blocks.
+struct LeadingHalf {
+  float times;
+  __attribute__((always_inline)) float operator()(const uint8_t* block) const { return half_at(block) * times; }
 };
 
-template <int kTokens>
-__attribute__((always_inline)) inline void iq_group_dots(const IqGroup& g, const PreparedX* xs, int64_t x_block,
-                                                         const __m256* factors, int lane_index,
-                                                         Accumulators<kTokens>& acc) {
-  for (int t = 0; t < kTokens; ++t) {
-    const __m256i x = _mm256_sign_epi8(load32(xs[t].x_g8 + 32 * x_block), g.signs);
-    const __m256 dots = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(g.magnitudes, x), g.scales));
-    acc.dots[t] = _mm256_fmadd_ps(lane(factors[t], lane_index), dots, acc.dots[t]);
-  }
-}
-
-// The IQ super-block walk: per block of 256 the tokens' factors (d * `d_scale` times the x
-// scales of its 8 groups), then group(block, ib) for each group of 32.
-template <int kBytes, class Group, int kTokens, bool kPrefetch>
+// The IQ super-block walk: per block of 256 the tokens' factors (scale_of(block) times the x
+// scales of its 8 groups), then group(block, ib), a signed Group32, for each group of 32.
+template <int kBytes, int kTokens, bool kPrefetch, class Scale, class Group>
 __attribute__((always_inline)) inline void iq_row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
-                                                  int64_t ldy, float d_scale, const Group& group) {
+                                                  int64_t ldy, const Scale& scale_of, const Group& group) {
   Accumulators<kTokens> acc;
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * kBytes;
     if (kPrefetch) prefetch_block(block, kBytes);
-    const __m256 d = _mm256_set1_ps(half_at(block) * d_scale);
     __m256 factors[kTokens];
-    for (int t = 0; t < kTokens; ++t) factors[t] = _mm256_mul_ps(d, _mm256_loadu_ps(xs[t].x_g8_scale + 8 * b));
+    block_factors<kTokens>(_mm256_set1_ps(scale_of(block)), xs, b, factors);
 #pragma GCC unroll 8
-    for (int ib = 0; ib < 8; ++ib) iq_group_dots<kTokens>(group(block, ib), xs, 8 * b + ib, factors, ib, acc);
+    for (int ib = 0; ib < 8; ++ib) group_dots<kTokens, true>(group(block, ib), xs, 8 * b + ib, factors, ib, acc);
   }
   acc.store(y, ldy);
 }
 
-inline __m256i split_scales(int first, int second) {
-  return _mm256_set_m128i(_mm_set1_epi16(int16_t(second)), _mm_set1_epi16(int16_t(first)));
-}
+// In the IQ2 / IQ3 groups below the magnitudes are at most 62 and the integer scales odd and
+// at most 31: pairs at most 2 * 62 * 127, lanes 2 * 15748 * 31 < 2^31.
 
 // IQ2_XXS: d, then per 32 elements 8 bytes: four grid indices, a word of four 7-bit sign groups
 // and a 4-bit scale s in its top bits; value d (2 s + 1) / 8 * sign * grid.
@@ -322,16 +527,15 @@ struct Iq2XxsRow {
   template <int kTokens, bool kPrefetch>
   __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
                                                  int64_t ldy) {
-    iq_row<66, decltype(group), kTokens, kPrefetch>(row, blocks, xs, y, ldy, 0.125f, group);
+    iq_row<66, kTokens, kPrefetch>(row, blocks, xs, y, ldy, LeadingHalf{0.125f}, group);
   }
   static constexpr auto group = [](const uint8_t* block, int ib) __attribute__((always_inline)) {
     const uint8_t* g = block + 2 + 8 * ib;
-    uint32_t meta;
-    __builtin_memcpy(&meta, g + 4, 4);
+    const uint32_t meta = u32_at(g + 4);
     const uint32_t signs = eight_signs(meta) | eight_signs(meta >> 7) << 8 | eight_signs(meta >> 14) << 16 |
                            eight_signs(meta >> 21) << 24;
     const int scale = 2 * int(meta >> 28) + 1;
-    return IqGroup{_mm256_set_epi64x(int64_t(kIq2xxsGrid[g[3]]), int64_t(kIq2xxsGrid[g[2]]), int64_t(kIq2xxsGrid[g[1]]),
+    return Group32{_mm256_set_epi64x(int64_t(kIq2xxsGrid[g[3]]), int64_t(kIq2xxsGrid[g[2]]), int64_t(kIq2xxsGrid[g[1]]),
                                      int64_t(kIq2xxsGrid[g[0]])),
                    sign_bytes(signs), _mm256_set1_epi16(int16_t(scale))};
   };
@@ -344,7 +548,7 @@ struct Iq2XsRow {
   template <int kTokens, bool kPrefetch>
   __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
                                                  int64_t ldy) {
-    iq_row<74, decltype(group), kTokens, kPrefetch>(row, blocks, xs, y, ldy, 0.125f, group);
+    iq_row<74, kTokens, kPrefetch>(row, blocks, xs, y, ldy, LeadingHalf{0.125f}, group);
   }
   static constexpr auto group = [](const uint8_t* block, int ib) __attribute__((always_inline)) {
     uint16_t code[4];
@@ -352,7 +556,7 @@ struct Iq2XsRow {
     const uint32_t signs = eight_signs(code[0] >> 9) | eight_signs(code[1] >> 9) << 8 |
                            eight_signs(code[2] >> 9) << 16 | eight_signs(code[3] >> 9) << 24;
     const uint8_t scales = block[66 + ib];
-    return IqGroup{_mm256_set_epi64x(int64_t(kIq2xsGrid[code[3] & 511]), int64_t(kIq2xsGrid[code[2] & 511]),
+    return Group32{_mm256_set_epi64x(int64_t(kIq2xsGrid[code[3] & 511]), int64_t(kIq2xsGrid[code[2] & 511]),
                                      int64_t(kIq2xsGrid[code[1] & 511]), int64_t(kIq2xsGrid[code[0] & 511])),
                    sign_bytes(signs), split_scales(2 * (scales & 15) + 1, 2 * (scales >> 4) + 1)};
   };
@@ -365,19 +569,17 @@ struct Iq2SRow {
   template <int kTokens, bool kPrefetch>
   __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
                                                  int64_t ldy) {
-    iq_row<82, decltype(group), kTokens, kPrefetch>(row, blocks, xs, y, ldy, 0.125f, group);
+    iq_row<82, kTokens, kPrefetch>(row, blocks, xs, y, ldy, LeadingHalf{0.125f}, group);
   }
   static constexpr auto group = [](const uint8_t* block, int ib) __attribute__((always_inline)) {
     const uint8_t* low = block + 2 + 4 * ib;
     const int high = block[66 + ib];
-    uint32_t signs;
-    __builtin_memcpy(&signs, block + 34 + 4 * ib, 4);
     const uint8_t scales = block[74 + ib];
-    return IqGroup{_mm256_set_epi64x(int64_t(kIq2sGrid[low[3] | (high >> 6 & 3) << 8]),
+    return Group32{_mm256_set_epi64x(int64_t(kIq2sGrid[low[3] | (high >> 6 & 3) << 8]),
                                      int64_t(kIq2sGrid[low[2] | (high >> 4 & 3) << 8]),
                                      int64_t(kIq2sGrid[low[1] | (high >> 2 & 3) << 8]),
                                      int64_t(kIq2sGrid[low[0] | (high & 3) << 8])),
-                   sign_bytes(signs), split_scales(2 * (scales & 15) + 1, 2 * (scales >> 4) + 1)};
+                   sign_bytes(u32_at(block + 34 + 4 * ib)), split_scales(2 * (scales & 15) + 1, 2 * (scales >> 4) + 1)};
   };
 };
 
@@ -388,16 +590,15 @@ struct Iq3XxsRow {
   template <int kTokens, bool kPrefetch>
   __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
                                                  int64_t ldy) {
-    iq_row<98, decltype(group), kTokens, kPrefetch>(row, blocks, xs, y, ldy, 0.25f, group);
+    iq_row<98, kTokens, kPrefetch>(row, blocks, xs, y, ldy, LeadingHalf{0.25f}, group);
   }
   static constexpr auto group = [](const uint8_t* block, int ib) __attribute__((always_inline)) {
     const uint8_t* index = block + 2 + 8 * ib;
-    uint32_t meta;
-    __builtin_memcpy(&meta, block + 66 + 4 * ib, 4);
+    const uint32_t meta = u32_at(block + 66 + 4 * ib);
     const uint32_t signs = eight_signs(meta) | eight_signs(meta >> 7) << 8 | eight_signs(meta >> 14) << 16 |
                            eight_signs(meta >> 21) << 24;
     const int scale = 2 * int(meta >> 28) + 1;
-    return IqGroup{_mm256_setr_epi32(int(kIq3xxsGrid[index[0]]), int(kIq3xxsGrid[index[1]]), int(kIq3xxsGrid[index[2]]),
+    return Group32{_mm256_setr_epi32(int(kIq3xxsGrid[index[0]]), int(kIq3xxsGrid[index[1]]), int(kIq3xxsGrid[index[2]]),
                                      int(kIq3xxsGrid[index[3]]), int(kIq3xxsGrid[index[4]]), int(kIq3xxsGrid[index[5]]),
                                      int(kIq3xxsGrid[index[6]]), int(kIq3xxsGrid[index[7]])),
                    sign_bytes(signs), _mm256_set1_epi16(int16_t(scale))};
@@ -411,17 +612,73 @@ struct Iq3SRow {
   template <int kTokens, bool kPrefetch>
   __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
                                                  int64_t ldy) {
-    iq_row<110, decltype(group), kTokens, kPrefetch>(row, blocks, xs, y, ldy, 1.0f, group);
+    iq_row<110, kTokens, kPrefetch>(row, blocks, xs, y, ldy, LeadingHalf{1.0f}, group);
   }
   static constexpr auto group = [](const uint8_t* block, int ib) __attribute__((always_inline)) {
     const uint8_t* low = block + 2 + 8 * ib;
     const int high = block[66 + ib];
-    uint32_t signs;
-    __builtin_memcpy(&signs, block + 74 + 4 * ib, 4);
     const int scale = 2 * ((block[106 + ib / 2] >> (4 * (ib % 2))) & 15) + 1;
     auto entry = [&](int j) { return int(kIq3sGrid[low[j] | (high >> j & 1) << 8]); };
-    return IqGroup{_mm256_setr_epi32(entry(0), entry(1), entry(2), entry(3), entry(4), entry(5), entry(6), entry(7)),
-                   sign_bytes(signs), _mm256_set1_epi16(int16_t(scale))};
+    return Group32{_mm256_setr_epi32(entry(0), entry(1), entry(2), entry(3), entry(4), entry(5), entry(6), entry(7)),
+                   sign_bytes(u32_at(block + 74 + 4 * ib)), _mm256_set1_epi16(int16_t(scale))};
+  };
+};
+
+// IQ1_S / IQ1_M: a value is dl * (grid + delta), grid in {-1, 0, 1} and delta +-1/8, that is
+// dl / 8 * (8 grid +- 1): signed codes in {-9, -7, -1, 1, 7, 9}, dotted as magnitudes (<= 9) with
+// x taking their signs. Integer scales odd and at most 15: pairs <= 2 * 9 * 127, lanes 2 * 2286 *
+// 15. `grid` holds the 4 grid entries of 8 elements, `deltas` +1 or -1 bytes.
+__attribute__((always_inline)) inline Group32 iq1_group(__m256i grid, __m256i deltas, __m256i scales) {
+  const __m256i codes = _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), grid), deltas);
+  return Group32{_mm256_abs_epi8(codes), codes, scales};
+}
+
+// IQ1_S: d, 32 low index bytes, then per 32 elements a 16-bit word: four 3-bit index tops, a
+// 3-bit scale s and the delta's sign (bit 15); value d (2 s + 1) (grid + delta).
+struct Iq1SRow {
+  static constexpr int kBlockElements = 256;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    iq_row<50, kTokens, kPrefetch>(row, blocks, xs, y, ldy, LeadingHalf{0.125f}, group);
+  }
+  static constexpr auto group = [](const uint8_t* block, int ib) __attribute__((always_inline)) {
+    const uint8_t* low = block + 2 + 4 * ib;
+    const int meta = block[34 + 2 * ib] | block[35 + 2 * ib] << 8;
+    auto entry = [&](int l) { return int64_t(kIq1sGrid[low[l] | (meta >> (3 * l) & 7) << 8]); };
+    return iq1_group(_mm256_set_epi64x(entry(3), entry(2), entry(1), entry(0)), _mm256_set1_epi8(meta & 0x8000 ? -1 : 1),
+                     _mm256_set1_epi16(int16_t(2 * (meta >> 12 & 7) + 1)));
+  };
+};
+
+// IQ1_M: 32 low index bytes, 16 bytes of (3 index bits, the delta's sign) per 8 elements, then
+// four 16-bit words of twelve 3-bit scales (two per 32 elements) whose top nibbles are the f16 d;
+// value d (2 s + 1) (grid + delta).
+struct Iq1MRow {
+  static constexpr int kBlockElements = 256;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    iq_row<56, kTokens, kPrefetch>(row, blocks, xs, y, ldy, d_over_8, group);
+  }
+  static constexpr auto d_over_8 = [](const uint8_t* block) __attribute__((always_inline)) {
+    uint16_t words[4];
+    __builtin_memcpy(words, block + 48, 8);
+    const uint16_t d = uint16_t((words[0] >> 12) | (words[1] >> 8 & 0x00f0) | (words[2] >> 4 & 0x0f00) | (words[3] & 0xf000));
+    return _cvtsh_ss(d) * 0.125f;
+  };
+  static constexpr auto group = [](const uint8_t* block, int ib) __attribute__((always_inline)) {
+    const uint8_t* low = block + 4 * ib;
+    const int high = block[32 + 2 * ib] | block[33 + 2 * ib] << 8;  // entry l: bits 4 l .. 4 l + 3
+    const int word = block[48 + 2 * (ib / 2)] | block[49 + 2 * (ib / 2)] << 8, shift = 6 * (ib % 2);
+    auto entry = [&](int l) { return int64_t(kIq1sGrid[low[l] | (high >> (4 * l) & 7) << 8]); };
+    // Entry l's delta sign is bit 4 l + 3: compared in all four 16-bit words of its 64-bit lane.
+    const __m256i sign_bit = _mm256_set_epi64x(int64_t(0x8000800080008000), 0x0800080008000800, 0x0080008000800080,
+                                               0x0008000800080008);
+    const __m256i negative = _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16(int16_t(high)), sign_bit), sign_bit);
+    return iq1_group(_mm256_set_epi64x(entry(3), entry(2), entry(1), entry(0)),
+                     _mm256_or_si256(negative, _mm256_set1_epi8(1)),
+                     split_scales(2 * (word >> shift & 7) + 1, 2 * (word >> (shift + 3) & 7) + 1));
   };
 };
 
@@ -505,7 +762,14 @@ bool ggml_quantize_x_avx2(const float* x, int64_t cols, const GgmlQ8Buffers& out
 
 GgmlRowsQ8 ggml_rows_q8_avx2(GgmlType type) {
   switch (type) {
-    case GgmlType::Q8_0: return rows_q8<Q8_0Row>;
+    case GgmlType::Q8_0: return rows_q8<Block32Row<Q8_0Block>>;
+    case GgmlType::Q4_0: return rows_q8<Block32Row<Q4_0Block>>;
+    case GgmlType::Q4_1: return rows_q8<Block32Row<Q4_1Block>>;
+    case GgmlType::Q5_0: return rows_q8<Block32Row<Q5_0Block>>;
+    case GgmlType::Q5_1: return rows_q8<Block32Row<Q5_1Block>>;
+    case GgmlType::IQ4_NL: return rows_q8<Block32Row<Iq4NlBlock>>;
+    case GgmlType::Q2_K: return rows_q8<Q2_KRow>;
+    case GgmlType::Q3_K: return rows_q8<Q3_KRow>;
     case GgmlType::Q4_K: return rows_q8<Q45_KRow<false>>;
     case GgmlType::Q5_K: return rows_q8<Q45_KRow<true>>;
     case GgmlType::Q6_K: return rows_q8<Q6_KRow>;
@@ -515,6 +779,8 @@ GgmlRowsQ8 ggml_rows_q8_avx2(GgmlType type) {
     case GgmlType::IQ2_S: return rows_q8<Iq2SRow>;
     case GgmlType::IQ3_XXS: return rows_q8<Iq3XxsRow>;
     case GgmlType::IQ3_S: return rows_q8<Iq3SRow>;
+    case GgmlType::IQ1_S: return rows_q8<Iq1SRow>;
+    case GgmlType::IQ1_M: return rows_q8<Iq1MRow>;
     default: return nullptr;
   }
 }

@@ -9,6 +9,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -248,10 +249,12 @@ struct Q8X {
   float x_hat(int64_t c) const { return scales[size_t(c / 32)] * float(digits[size_t(c)]); }
 };
 
-// The types with an integer decode kernel (ggml_q8_avx2.cpp).
-constexpr GgmlType kIntegerTypes[] = {GgmlType::Q8_0,    GgmlType::Q4_K,   GgmlType::Q5_K,  GgmlType::Q6_K,
-                                      GgmlType::IQ4_XS,  GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S,
-                                      GgmlType::IQ3_XXS, GgmlType::IQ3_S};
+// The types with an integer decode kernel (ggml_q8_avx2.cpp): every block type.
+constexpr GgmlType kIntegerTypes[] = {
+    GgmlType::Q8_0,   GgmlType::Q4_0,    GgmlType::Q4_1,   GgmlType::Q5_0,    GgmlType::Q5_1,  GgmlType::IQ4_NL,
+    GgmlType::Q2_K,   GgmlType::Q3_K,    GgmlType::Q4_K,   GgmlType::Q5_K,    GgmlType::Q6_K,  GgmlType::IQ4_XS,
+    GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S,  GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ1_S,
+    GgmlType::IQ1_M};
 
 TEST(GgmlQ8, ActivationsQuantizePerThirtyTwoColumns) {
   if (!kernels::isa_supported(kernels::Isa::Avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
@@ -381,9 +384,15 @@ TEST(GgmlQ8, DecodeBatchesGiveEachTokenItsOwnMatvec) {
 }
 
 TEST(GgmlAvx2Dot, TypesWithoutAKernelTakeTheReference) {
+  // Exact precision: only Q8_0, Q4_K, Q5_K, Q6_K and IQ4_XS have an f32 decode kernel.
   EXPECT_EQ(kernels::detail::ggml_row_dot_avx2(GgmlType::IQ2_XXS), nullptr);
   EXPECT_EQ(kernels::detail::ggml_row_dot_avx2(GgmlType::Q4_0), nullptr);
-  EXPECT_EQ(kernels::detail::ggml_rows_q8_avx2(GgmlType::IQ1_S), nullptr);
+  // Fast precision: every block type has an integer decode kernel, the float types none.
+  for (GgmlType type : dequantizable_types()) {
+    const bool listed = std::find(std::begin(kIntegerTypes), std::end(kIntegerTypes), type) != std::end(kIntegerTypes);
+    EXPECT_EQ(kernels::detail::ggml_rows_q8_avx2(type) != nullptr, listed) << ggml_type_name(type);
+    EXPECT_EQ(listed, ggml_type_info(type).block_elements > 1) << ggml_type_name(type);
+  }
 }
 
 TEST(GgmlLinear, UnusableTypeIsAnError) {
