@@ -37,10 +37,11 @@ def run(args, env=None):
     return result.stdout
 
 
-def ours(inkling, model, prompt, n, threads, out, isa=None, kv="f32"):
+def ours(inkling, model, prompt, n, threads, out, isa=None, kv="f32", fast=False):
     env = {**os.environ, **({"INKLING_ISA": isa} if isa else {})}
     stdout = run([inkling, "generate", "-m", model, "--prompt-ids", ",".join(map(str, prompt)), "-n", n, "--temp", "0",
-                  "--print-ids", "--mmap", "-t", threads, "--kv-dtype", kv, "--logits-out", out], env)
+                  "--print-ids", "--mmap", "-t", threads, "--kv-dtype", kv, "--logits-out", out] + (["--fast"] if fast else []),
+                 env)
     return [int(i) for i in stdout.strip().splitlines()[-1].split(",")], np.load(out)
 
 
@@ -96,6 +97,9 @@ def main():
     parser.add_argument("--isa", help="INKLING_ISA for our runs (e.g. scalar)")
     parser.add_argument("--kv", default="f32", choices=["f32", "bf16"],
                         help="KV cache type: f32 on both sides (default), or ours bf16 and llama.cpp's f16 (their defaults)")
+    parser.add_argument("--fast", action="store_true",
+                        help="our GGUF runs with --fast: activations rounded to int8 per 32 columns before the ggml "
+                             "products, as llama.cpp's CPU kernels round them (the safetensors reference stays exact)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args()
     if args.prompt_ids:
@@ -113,7 +117,8 @@ def main():
         for model in args.files:
             vs_llama, vs_checkpoint = [], []
             for i, prompt in enumerate(prompts):
-                our_ids, our_logits = ours(args.inkling, model, prompt, args.n, args.t, tmp / "ours.npy", args.isa, args.kv)
+                our_ids, our_logits = ours(args.inkling, model, prompt, args.n, args.t, tmp / "ours.npy", args.isa, args.kv,
+                                           args.fast)
                 llama_ids, llama_logits = llama(args.llama_logits, model, prompt, args.n, args.t, tmp / "llama.npy",
                                               "f32" if args.kv == "f32" else "f16")
                 vs_llama.append(compare(our_ids, our_logits, llama_ids, llama_logits))

@@ -590,7 +590,7 @@ void matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, 
       }
       break;
     case WeightFormat::Ggml:
-      if (px.x_g8) return ggml_rows_q8_avx2(w.ggml_type)(w, &px, 1, row_begin, row_end, y, 0);
+      if (px.x_g8) return ggml_rows_q8(w.ggml_type)(w, &px, 1, row_begin, row_end, y, 0);
       if (const GgmlRowDot dot = ggml_row_dot_avx2(w.ggml_type)) {
         const int64_t blocks = w.cols / ggml_type_info(w.ggml_type).block_elements;
         for (int64_t r = row_begin; r < row_end; ++r) y[r - row_begin] = dot(w.data + r * w.row_stride, px.x, blocks);
@@ -677,7 +677,7 @@ void matvec_rows_multi(const WeightMatrix& w, const PreparedX* xs, int n, int64_
   if (w.format == WeightFormat::Ggml) {
     bool all_g8 = true;
     for (int t = 0; t < n && all_g8; ++t) all_g8 = xs[t].x_g8 != nullptr;
-    if (all_g8) return ggml_rows_q8_avx2(w.ggml_type)(w, xs, n, row_begin, row_end, y, ldy);
+    if (all_g8) return ggml_rows_q8(w.ggml_type)(w, xs, n, row_begin, row_end, y, ldy);
   }
   bool all_q8 = w.format == WeightFormat::NvFp4 || (w.format == WeightFormat::Affine && w.bits == 4);
   for (int t = 0; t < n && all_q8; ++t) all_q8 = xs[t].x_q8 && xs[t].x_q8_parts == xs[0].x_q8_parts;

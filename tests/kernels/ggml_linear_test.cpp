@@ -249,7 +249,7 @@ struct Q8X {
   float x_hat(int64_t c) const { return scales[size_t(c / 32)] * float(digits[size_t(c)]); }
 };
 
-// The types with an integer decode kernel (ggml_q8_avx2.cpp): every block type.
+// The types with an integer decode kernel (ggml_q8_rows.h): every block type.
 constexpr GgmlType kIntegerTypes[] = {
     GgmlType::Q8_0,   GgmlType::Q4_0,    GgmlType::Q4_1,   GgmlType::Q5_0,    GgmlType::Q5_1,  GgmlType::IQ4_NL,
     GgmlType::Q2_K,   GgmlType::Q3_K,    GgmlType::Q4_K,   GgmlType::Q5_K,    GgmlType::Q6_K,  GgmlType::IQ4_XS,
@@ -305,10 +305,24 @@ TEST(GgmlQ8, ActivationsQuantizePerThirtyTwoColumns) {
 // epsilons of sum_c M_c |x^_c|, M_c the largest |w| of c's 16 elements (which bounds the offset
 // terms the kernels subtract as well: a Q6_K code's 32 d scale, a Q4_K min). A wrong code,
 // scale, min or element order is off by a sizeable fraction of that.
+// The builds of the integer decode kernels this CPU runs: AVX2, and AVX-512 VNNI where present.
+struct KernelBuild {
+  const char* name;
+  kernels::detail::GgmlRowsQ8 (*rows_of)(GgmlType);
+};
+std::vector<KernelBuild> kernel_builds() {
+  std::vector<KernelBuild> builds = {{"avx2", kernels::detail::ggml_rows_q8_avx2}};
+  if (kernels::detail::cpu_has_avx512_vnni() && kernels::isa_supported(kernels::Isa::Avx512))
+    builds.push_back({"avx512vnni", kernels::detail::ggml_rows_q8_avx512vnni});
+  return builds;
+}
+
 TEST(GgmlQ8, EachKernelMatchesTheScalarReferenceOnItsQuantizedX) {
   if (!kernels::isa_supported(kernels::Isa::Avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  for (const KernelBuild& build : kernel_builds())
   for (GgmlType type : kIntegerTypes) {
-    const kernels::detail::GgmlRowsQ8 rows_q8 = kernels::detail::ggml_rows_q8_avx2(type);
+    SCOPED_TRACE(build.name);
+    const kernels::detail::GgmlRowsQ8 rows_q8 = build.rows_of(type);
     ASSERT_NE(rows_q8, nullptr) << ggml_type_name(type) << " should have an integer decode kernel";
     const int64_t block = ggml_type_info(type).block_elements;
     std::mt19937 rng(uint32_t(type) + 11);
@@ -339,6 +353,35 @@ TEST(GgmlQ8, EachKernelMatchesTheScalarReferenceOnItsQuantizedX) {
   }
 }
 
+// The VNNI build's dots are exact as the AVX2 build's: the same results bit for bit, for one token
+// and for a decode batch, on rows whose codes reach every type's extremes.
+TEST(GgmlQ8, VnniBuildGivesTheAvx2ResultsBitForBit) {
+  const std::vector<KernelBuild> builds = kernel_builds();
+  if (builds.size() < 2) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  for (GgmlType type : kIntegerTypes) {
+    std::mt19937 rng(uint32_t(type) + 31);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const int64_t rows = 9, cols = 1024, n = 4;
+    const std::vector<uint8_t> bytes = random_rows(type, rows, cols, rng);
+    const WeightMatrix w = ggml_matrix(type, bytes, rows, cols);
+    std::vector<float> x(static_cast<size_t>(n * cols));
+    for (float& v : x) v = normal(rng) * 4.0f;
+    std::vector<Q8X> qs;
+    std::vector<kernels::detail::PreparedX> pxs;
+    for (int64_t t = 0; t < n; ++t) {
+      qs.emplace_back(cols);
+      ASSERT_TRUE(kernels::detail::ggml_quantize_x_avx2(x.data() + t * cols, cols, qs.back().buffers()));
+    }
+    for (int64_t t = 0; t < n; ++t) pxs.push_back(qs[size_t(t)].prepared(x.data() + t * cols));
+    for (int tokens : {1, int(n)}) {
+      std::vector<float> avx2(size_t(n * rows)), vnni(size_t(n * rows));
+      builds[0].rows_of(type)(w, pxs.data(), tokens, 0, rows, avx2.data(), rows);
+      builds[1].rows_of(type)(w, pxs.data(), tokens, 0, rows, vnni.data(), rows);
+      EXPECT_EQ(vnni, avx2) << ggml_type_name(type) << ", " << tokens << " tokens";
+    }
+  }
+}
+
 // A decode batch (any n, through the kernel itself and through matmul in fast precision) gives
 // every token bit for bit what it gets alone; so does a prefill.
 TEST(GgmlQ8, DecodeBatchesGiveEachTokenItsOwnMatvec) {
@@ -361,8 +404,8 @@ TEST(GgmlQ8, DecodeBatchesGiveEachTokenItsOwnMatvec) {
     for (int64_t t = 0; t < n; ++t) pxs.push_back(qs[size_t(t)].prepared(x.data() + t * cols));
     std::vector<float> alone(size_t(n * rows)), batch(size_t(n * rows)), via_matmul(size_t(n * rows));
     for (int64_t t = 0; t < n; ++t)
-      kernels::detail::ggml_rows_q8_avx2(type)(w, &pxs[size_t(t)], 1, 0, rows, alone.data() + t * rows, 0);
-    kernels::detail::ggml_rows_q8_avx2(type)(w, pxs.data(), int(n), 0, rows, batch.data(), rows);
+      kernels::detail::ggml_rows_q8(type)(w, &pxs[size_t(t)], 1, 0, rows, alone.data() + t * rows, 0);
+    kernels::detail::ggml_rows_q8(type)(w, pxs.data(), int(n), 0, rows, batch.data(), rows);
     EXPECT_EQ(batch, alone) << ggml_type_name(type);
     kernels::matmul(w, x.data(), n, via_matmul.data());
     std::vector<float> matvecs(size_t(n * rows));

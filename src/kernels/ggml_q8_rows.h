@@ -1,0 +1,765 @@
+// The integer-dot decode of ggml block types in fast precision, included by ggml_q8_avx2.cpp (AVX2)
+// and ggml_q8_avx512vnni.cpp (the same kernels where AVX-512 VNNI is present: each integer dot
+// of 32 codes is one vpdpbusd instead of vpmaddubsw + vpmaddwd; the dots are exact either way, so
+// the two builds give bit-identical results). x is quantized to int8 per 32 columns
+// (ggml_quantize_x_avx2, backend.h), each weight block decoded in registers to int8 (or uint8)
+// codes and dotted, one float FMA per 32 columns.
+//
+// A row's value is sum over 32-column blocks j of (weight scale of j) * (x scale of j) * (integer
+// dot of j), less (or plus) the types' offsets (Q4_1 / Q5_1 / Q2_K / Q4_K / Q5_K mins, Q3_K's 4,
+// Q6_K's 32) times the block sums of the dequantized x. The integer dots are exact (bounds at
+// each kernel); only the float sums round. A row kernel takes kTokens tokens at once: the codes
+// are decoded once, and each token's arithmetic is that of kTokens = 1 in the same order, so a
+// token's result in a decode batch is bit for bit its matvec's.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <type_traits>
+#include <utility>
+
+#include "kernels/backend.h"
+#include "kernels/prefetch.h"
+
+namespace inkling::kernels::detail {
+namespace {
+
+#include "kernels/simd_common.h"
+#include "kernels/simd_avx2.h"
+
+__attribute__((always_inline)) inline int hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline float half_at(const uint8_t* at) { return _cvtsh_ss(uint16_t(at[0] | at[1] << 8)); }
+
+inline uint32_t u32_at(const uint8_t* at) {
+  uint32_t value;
+  __builtin_memcpy(&value, at, 4);
+  return value;
+}
+
+__attribute__((always_inline)) inline __m256i load32(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+__attribute__((always_inline)) inline __m128i load16(const void* p) {
+  return _mm_loadu_si128(static_cast<const __m128i*>(p));
+}
+
+inline void prefetch_block(const uint8_t* block, int bytes) {
+  for (int line = 0; line < bytes; line += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(block) + kRowPrefetchBytes + line, _MM_HINT_NTA);
+}
+
+// Lane j of v in every lane.
+__attribute__((always_inline)) inline __m256 lane(__m256 v, int j) {
+  return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(j));
+}
+
+// 8 bytes (signed or unsigned) as 8 floats.
+__attribute__((always_inline)) inline __m256 floats_of_i8(__m128i bytes) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
+}
+__attribute__((always_inline)) inline __m256 floats_of_u8(__m128i bytes) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes));
+}
+
+// 16 bytes of nibbles as 32 codes: the low nibbles in the low 128-bit lane, the high nibbles in
+// the high one (elements 0-15 and 16-31 of a Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL / IQ4_XS block).
+__attribute__((always_inline)) inline __m256i split_nibbles(const uint8_t* bytes) {
+  const __m256i both = _mm256_broadcastsi128_si256(load16(bytes));
+  return _mm256_and_si256(_mm256_srlv_epi32(both, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(15));
+}
+
+// 32 bits as 32 bytes: 0xff where bit i is set, 0 where it is clear.
+__attribute__((always_inline)) inline __m256i bit_masks(uint32_t bits) {
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(int(bits)), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2,
+                                                     2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+}
+
+// The 8 int32 lane dots of 32 unsigned codes (each <= 255 - see the callers' bounds) with 32
+// signed x digits: pairs from vpmaddubsw, summed in fours by vpmaddwd.
+__attribute__((always_inline)) inline __m256i udot(__m256i codes, const int8_t* x) {
+#ifdef __AVX512VNNI__
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), codes, load32(x));
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(codes, load32(x)), _mm256_set1_epi16(1));
+#endif
+}
+// The same for signed codes in [-128, 127]: |code| times x with code's sign (|-128| reads as
+// the unsigned 128). |x| <= 127, so a pair is at most 2 * 128 * 127 < 2^15.
+__attribute__((always_inline)) inline __m256i sdot(__m256i codes, const int8_t* x) {
+#ifdef __AVX512VNNI__
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(codes, codes), _mm256_sign_epi8(load32(x), codes));
+#else
+  return _mm256_madd_epi16(
+      _mm256_maddubs_epi16(_mm256_sign_epi8(codes, codes), _mm256_sign_epi8(load32(x), codes)),
+      _mm256_set1_epi16(1));
+#endif
+}
+
+// sum += factor * (the integer lane dots).
+__attribute__((always_inline)) inline void accumulate(__m256& sum, __m256 factor, __m256i dots) {
+  sum = _mm256_fmadd_ps(factor, _mm256_cvtepi32_ps(dots), sum);
+}
+
+// The per-row state of kTokens tokens: one accumulator of scaled dots and one of offsets each.
+template <int kTokens>
+struct Accumulators {
+  __m256 dots[kTokens], offsets[kTokens];
+  Accumulators() {
+    for (int t = 0; t < kTokens; ++t) dots[t] = offsets[t] = _mm256_setzero_ps();
+  }
+  void store(float* y, int64_t ldy) const {
+    for (int t = 0; t < kTokens; ++t) y[t * ldy] = reduce(_mm256_sub_ps(dots[t], offsets[t]));
+  }
+};
+
+// Each token's factors for super-block b: the weights' scales of its 8 groups of 32 times x's.
+template <int kTokens>
+__attribute__((always_inline)) inline void block_factors(__m256 weight_scales, const PreparedX* xs, int64_t b,
+                                                         __m256* factors) {
+  for (int t = 0; t < kTokens; ++t) factors[t] = _mm256_mul_ps(weight_scales, _mm256_loadu_ps(xs[t].x_g8_scale + 8 * b));
+}
+
+// sum over the 16 sub-blocks m of a super-block of weight_m * (sum of x over m), the weights of
+// m < 8 in `low` and the others in `high`: what the per-16 offsets (Q2_K's mins, Q3_K's 4, Q6_K's
+// 32) take from a row.
+__attribute__((always_inline)) inline __m256 weighted_sums16(__m256 low, __m256 high, const float* sums16) {
+  return _mm256_fmadd_ps(high, _mm256_loadu_ps(sums16 + 8), _mm256_mul_ps(low, _mm256_loadu_ps(sums16)));
+}
+
+inline __m256i split_scales(int first, int second) {
+  return _mm256_set_m128i(_mm_set1_epi16(int16_t(second)), _mm_set1_epi16(int16_t(first)));
+}
+
+// A super-block's 16 byte scales (one per 16 elements; signed or, below 128, unsigned) as int16,
+// the even ones in the low lane and the odd ones in the high lane, so that group_scales takes a
+// 32-element group's two in split_scales' form with one byte shuffle.
+__attribute__((always_inline)) inline __m256i scales_by_group(__m128i scale_bytes) {
+  return _mm256_cvtepi8_epi16(
+      _mm_shuffle_epi8(scale_bytes, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
+}
+__attribute__((always_inline)) inline __m256i group_scales(__m256i by_group, int group) {
+  return _mm256_shuffle_epi8(by_group, _mm256_set1_epi16(int16_t((2 * group + 1) << 8 | 2 * group)));
+}
+
+// 32 codes with an integer scale per 16 elements (`scales`, as split_scales lays them out); for
+// the signed types (kSigned), the codes are magnitudes and x takes the signs of `signs` (vpsignb:
+// negated where a sign byte is negative, zeroed where it is 0). Each caller bounds its codes and
+// scales so that a vpmaddubsw pair stays under 2^15 and a vpmaddwd lane under 2^31.
+struct Group32 {
+  __m256i codes, signs, scales;
+};
+
+// Adds each token's dot of g with x block `x_block` times lane `lane_index` of its factors.
+template <int kTokens, bool kSigned>
+__attribute__((always_inline)) inline void group_dots(const Group32& g, const PreparedX* xs, int64_t x_block,
+                                                      const __m256* factors, int lane_index,
+                                                      Accumulators<kTokens>& acc) {
+  for (int t = 0; t < kTokens; ++t) {
+    __m256i x = load32(xs[t].x_g8 + 32 * x_block);
+    if constexpr (kSigned) x = _mm256_sign_epi8(x, g.signs);
+    accumulate(acc.dots[t], lane(factors[t], lane_index), _mm256_madd_epi16(_mm256_maddubs_epi16(g.codes, x), g.scales));
+  }
+}
+
+// ---- 32-element blocks: an f16 d at byte 0, [an f16 min m,] 32 codes; one x block each ----
+
+// A 32-element block type: `codes` decodes a block's 32 codes, signed (kSigned, in [-128, 127],
+// dotted through sdot) or unsigned (<= 31, through udot: a pair <= 2 * 31 * 127); the value of a
+// code is d * code [+ m].
+template <class Block>
+struct Block32Row {
+  static constexpr int kBlockElements = 32;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    constexpr int kBytes = Block::kBytes, kBlocksPerPrefetch = (64 + kBytes - 1) / kBytes;
+    Accumulators<kTokens> acc;
+    [[maybe_unused]] float mins[kTokens] = {};
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = row + b * kBytes;
+      if (kPrefetch && b % kBlocksPerPrefetch == 0) prefetch_block(block, kBlocksPerPrefetch * kBytes);
+      const float d = half_at(block);
+      const __m256i codes = Block::codes(block);
+      for (int t = 0; t < kTokens; ++t) {
+        const int8_t* x = xs[t].x_g8 + 32 * b;
+        accumulate(acc.dots[t], _mm256_set1_ps(d * xs[t].x_g8_scale[b]), Block::kSigned ? sdot(codes, x) : udot(codes, x));
+        if constexpr (Block::kHasMin) mins[t] = std::fma(half_at(block + 2), xs[t].x_g8_sum32[b], mins[t]);
+      }
+    }
+    if constexpr (Block::kHasMin) {
+      for (int t = 0; t < kTokens; ++t) y[t * ldy] = reduce(acc.dots[t]) + mins[t];
+    } else {
+      acc.store(y, ldy);
+    }
+  }
+};
+
+// Q8_0: d, 32 signed codes.
+struct Q8_0Block {
+  static constexpr int kBytes = 34;
+  static constexpr bool kSigned = true, kHasMin = false;
+  __attribute__((always_inline)) static __m256i codes(const uint8_t* block) { return load32(block + 2); }
+};
+
+// Q4_0: d, 16 bytes of nibbles (low: elements 0-15, high: 16-31); value d * (nibble - 8).
+struct Q4_0Block {
+  static constexpr int kBytes = 18;
+  static constexpr bool kSigned = true, kHasMin = false;
+  __attribute__((always_inline)) static __m256i codes(const uint8_t* block) {
+    return _mm256_sub_epi8(split_nibbles(block + 2), _mm256_set1_epi8(8));
+  }
+};
+
+// Q4_1: d, m, nibbles as Q4_0's; value d * nibble + m.
+struct Q4_1Block {
+  static constexpr int kBytes = 20;
+  static constexpr bool kSigned = false, kHasMin = true;
+  __attribute__((always_inline)) static __m256i codes(const uint8_t* block) { return split_nibbles(block + 4); }
+};
+
+// Q5_0: d, a word of fifth bits (bit j: element j), nibbles; value d * (nibble + 16 bit - 16). The
+// signed code is the nibble with 0xf0 or'ed in where the bit is clear (nibble - 16 as int8).
+struct Q5_0Block {
+  static constexpr int kBytes = 22;
+  static constexpr bool kSigned = true, kHasMin = false;
+  __attribute__((always_inline)) static __m256i codes(const uint8_t* block) {
+    return _mm256_or_si256(split_nibbles(block + 6), _mm256_andnot_si256(bit_masks(u32_at(block + 2)), _mm256_set1_epi8(-16)));
+  }
+};
+
+// Q5_1: d, m, the fifth bits, nibbles; value d * (nibble + 16 bit) + m.
+struct Q5_1Block {
+  static constexpr int kBytes = 24;
+  static constexpr bool kSigned = false, kHasMin = true;
+  __attribute__((always_inline)) static __m256i codes(const uint8_t* block) {
+    return _mm256_or_si256(split_nibbles(block + 8), _mm256_and_si256(bit_masks(u32_at(block + 4)), _mm256_set1_epi8(16)));
+  }
+};
+
+// IQ4_NL: d, nibbles as Q4_0's indexing kIq4Values (|v| <= 127) through one byte shuffle.
+struct Iq4NlBlock {
+  static constexpr int kBytes = 18;
+  static constexpr bool kSigned = true, kHasMin = false;
+  __attribute__((always_inline)) static __m256i codes(const uint8_t* block) {
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(load16(kIq4Values)), split_nibbles(block + 2));
+  }
+};
+
+// ---- K quants ----
+
+// Q2_K: 16 scale bytes (low nibble: scale, high: min, per 16 elements), 64 bytes of 2-bit codes,
+// d, dmin (f16). In half h of 128 elements, 32-element group k is bits 2k, 2k + 1 of bytes
+// 16 + 32 h .. + 31; value d * scale * code - dmin * min. Codes <= 3 and scales <= 15: a pair is
+// at most 2 * 3 * 127, a lane 2 * 762 * 15.
+struct Q2_KRow {
+  static constexpr int kBlockElements = 256;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    constexpr int kBytes = 84;
+    const __m256i two_bits = _mm256_set1_epi8(3);
+    Accumulators<kTokens> acc;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = row + b * kBytes;
+      if (kPrefetch) prefetch_block(block, kBytes);
+      const __m128i scale_bytes = load16(block);
+      const __m128i mins = _mm_and_si128(_mm_srli_epi16(scale_bytes, 4), _mm_set1_epi8(15));
+      const __m256i scales = scales_by_group(_mm_and_si128(scale_bytes, _mm_set1_epi8(15)));
+      const __m256 dmin = _mm256_set1_ps(half_at(block + 82));
+      const __m256 mins_low = floats_of_u8(mins), mins_high = floats_of_u8(_mm_srli_si128(mins, 8));
+      __m256 factors[kTokens];
+      block_factors<kTokens>(_mm256_set1_ps(half_at(block + 80)), xs, b, factors);
+      for (int t = 0; t < kTokens; ++t)
+        acc.offsets[t] = _mm256_fmadd_ps(dmin, weighted_sums16(mins_low, mins_high, xs[t].x_g8_sum16 + 16 * b), acc.offsets[t]);
+#pragma GCC unroll 2
+      for (int half = 0; half < 2; ++half) {
+        const __m256i bits = load32(block + 16 + 32 * half);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          const int group = 4 * half + k;  // of 32 elements: scales 2 group, 2 group + 1
+          const Group32 g{_mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), two_bits), {}, group_scales(scales, group)};
+          group_dots<kTokens, false>(g, xs, 8 * b + group, factors, group, acc);
+        }
+      }
+    }
+    acc.store(y, ldy);
+  }
+};
+
+// Q3_K: a 32-byte mask of high bits (element 32 g + p: bit g of byte p), 2-bit codes laid out as
+// Q2_K's, 16 signed 6-bit scales in 12 bytes, d; value d * (scale - 32) * (code + 4 high - 4).
+// The 3-bit codes (<= 7) are dotted unsigned, the scales applied by vpmaddwd (a pair <= 2 * 7 *
+// 127, a lane <= 2 * 1778 * 32), and the 4 taken out as 4 d sum_m scale_m * (x sum of m).
+struct Q3_KRow {
+  static constexpr int kBlockElements = 256;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    constexpr int kBytes = 110;
+    const __m256i two_bits = _mm256_set1_epi8(3), third_bit = _mm256_set1_epi8(4);
+    Accumulators<kTokens> acc;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = row + b * kBytes;
+      if (kPrefetch) prefetch_block(block, kBytes);
+      // Scale k: low nibble of byte k % 8 of the first 8 (nibble k / 8), top bits 2 (k / 4) of
+      // byte 8 + k % 4.
+      const uint32_t first = u32_at(block + 96), second = u32_at(block + 100), tops = u32_at(block + 104);
+      const __m128i scale_codes = _mm_sub_epi8(
+          _mm_setr_epi32(int((first & 0x0f0f0f0fu) | (tops & 0x03030303u) << 4),
+                         int((second & 0x0f0f0f0fu) | (tops >> 2 & 0x03030303u) << 4),
+                         int((first >> 4 & 0x0f0f0f0fu) | (tops >> 4 & 0x03030303u) << 4),
+                         int((second >> 4 & 0x0f0f0f0fu) | (tops >> 6 & 0x03030303u) << 4)),
+          _mm_set1_epi8(32));
+      const __m256i scales = scales_by_group(scale_codes);
+      const float d = half_at(block + 108);
+      const __m256 d4 = _mm256_set1_ps(4.0f * d);
+      const __m256 scales_low = floats_of_i8(scale_codes), scales_high = floats_of_i8(_mm_srli_si128(scale_codes, 8));
+      __m256 factors[kTokens];
+      block_factors<kTokens>(_mm256_set1_ps(d), xs, b, factors);
+      for (int t = 0; t < kTokens; ++t)
+        acc.offsets[t] = _mm256_fmadd_ps(d4, weighted_sums16(scales_low, scales_high, xs[t].x_g8_sum16 + 16 * b), acc.offsets[t]);
+      const __m256i high_bits = load32(block);
+#pragma GCC unroll 2
+      for (int half = 0; half < 2; ++half) {
+        const __m256i bits = load32(block + 32 + 32 * half);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          const int group = 4 * half + k;
+          // Bit `group` of each mask byte to bit 2 (a 16-bit shift: the bit stays in its byte).
+          const __m256i high = _mm256_and_si256(
+              group >= 2 ? _mm256_srli_epi16(high_bits, group - 2) : _mm256_slli_epi16(high_bits, 2 - group), third_bit);
+          const Group32 g{_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), two_bits), high), {},
+                          group_scales(scales, group)};
+          group_dots<kTokens, false>(g, xs, 8 * b + group, factors, group, acc);
+        }
+      }
+    }
+    acc.store(y, ldy);
+  }
+};
+
+// The eight 6-bit scales (low 8 bytes) and mins (high 8 bytes) of a Q4_K / Q5_K super-block
+// from its 12 packed bytes (k_scale_min in tensor/ggml_types.h, four sub-blocks per word):
+// sub-blocks 0-3 are the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); 4-7 take their low
+// nibbles from bytes 8-11 (scales low, mins high) and their top two bits from bits 6-7 of bytes
+// 0-3 (scales) and 4-7 (mins).
+__attribute__((always_inline)) inline void k_scales_mins(const uint8_t* packed, __m256& scales, __m256& mins) {
+  const uint32_t w0 = u32_at(packed), w1 = u32_at(packed + 4), w2 = u32_at(packed + 8);
+  const uint32_t s_low = w0 & 0x3f3f3f3fu, m_low = w1 & 0x3f3f3f3fu;
+  const uint32_t s_high = (w2 & 0x0f0f0f0fu) | ((w0 >> 6) & 0x03030303u) << 4;
+  const uint32_t m_high = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 6) & 0x03030303u) << 4;
+  scales = floats_of_u8(_mm_set_epi32(0, 0, int(s_high), int(s_low)));
+  mins = floats_of_u8(_mm_set_epi32(0, 0, int(m_high), int(m_low)));
+}
+
+// Q4_K (kFifthBit false) and Q5_K (true): d, dmin (f16), 12 bytes of scales and mins, [Q5_K: 32
+// bytes of fifth bits,] 128 bytes of nibbles; sub-block g (32 elements) is nibble g % 2 of bytes
+// 32 (g / 2) .. + 31 [plus bit g of the fifth-bit bytes, times 16]. Its value is
+// d * scale_g * code - dmin * min_g. Codes <= 31: a vpmaddubsw pair is at most 2 * 31 * 127.
+template <bool kFifthBit>
+struct Q45_KRow {
+  static constexpr int kBlockElements = 256;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    constexpr int kBytes = kFifthBit ? 176 : 144;
+    const __m256i nibble = _mm256_set1_epi8(15), bit = _mm256_set1_epi8(1);
+    Accumulators<kTokens> acc;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = row + b * kBytes;
+      if (kPrefetch) prefetch_block(block, kBytes);
+      __m256 scales, mins;
+      k_scales_mins(block + 4, scales, mins);
+      scales = _mm256_mul_ps(scales, _mm256_set1_ps(half_at(block)));
+      mins = _mm256_mul_ps(mins, _mm256_set1_ps(half_at(block + 2)));
+      __m256 factors[kTokens];
+      block_factors<kTokens>(scales, xs, b, factors);
+      for (int t = 0; t < kTokens; ++t)
+        acc.offsets[t] = _mm256_fmadd_ps(mins, _mm256_loadu_ps(xs[t].x_g8_sum32 + 8 * b), acc.offsets[t]);
+      const uint8_t* qs = block + (kFifthBit ? 48 : 16);
+      __m256i high_bits;
+      if constexpr (kFifthBit) high_bits = load32(block + 16);
+#pragma GCC unroll 4
+      for (int pair = 0; pair < 4; ++pair) {
+        const __m256i v = load32(qs + 32 * pair);
+        __m256i low = _mm256_and_si256(v, nibble), up = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+        if constexpr (kFifthBit) {
+          low = _mm256_or_si256(low, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, 2 * pair), bit), 4));
+          up = _mm256_or_si256(up, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, 2 * pair + 1), bit), 4));
+        }
+        for (int t = 0; t < kTokens; ++t) {
+          const int8_t* x = xs[t].x_g8 + 256 * b + 64 * pair;
+          accumulate(acc.dots[t], lane(factors[t], 2 * pair), udot(low, x));
+          accumulate(acc.dots[t], lane(factors[t], 2 * pair + 1), udot(up, x + 32));
+        }
+      }
+    }
+    acc.store(y, ldy);
+  }
+};
+
+// Q6_K: 128 bytes of low nibbles, 64 of 2-bit high pairs, 16 signed scales (one per 16
+// elements), d (f16). In half h of 128 elements, 32-element group k takes nibble k / 2 of low
+// bytes 64 h + 32 (k % 2) .. + 31 and pair k of high bytes 32 h .. + 31; value d * scale *
+// (code - 32). The codes (<= 63) are dotted unsigned, the scales applied by vpmaddwd (a pair <=
+// 2 * 63 * 127, a lane <= 2 * 16002 * 128 < 2^31), and the 32 taken out as
+// 32 d sum_m scale_m * (sum of x over 16-element group m).
+struct Q6_KRow {
+  static constexpr int kBlockElements = 256;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    constexpr int kBytes = 210;
+    const __m256i nibble = _mm256_set1_epi8(15), two_bits = _mm256_set1_epi8(3);
+    Accumulators<kTokens> acc;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = row + b * kBytes;
+      if (kPrefetch) prefetch_block(block, kBytes);
+      const __m128i scale_bytes = load16(block + 192);
+      const __m256i scales = scales_by_group(scale_bytes);
+      const float d = half_at(block + 208);
+      const __m256 d32 = _mm256_set1_ps(32.0f * d);
+      const __m256 scales_low = floats_of_i8(scale_bytes), scales_high = floats_of_i8(_mm_srli_si128(scale_bytes, 8));
+      __m256 factors[kTokens];
+      block_factors<kTokens>(_mm256_set1_ps(d), xs, b, factors);
+      for (int t = 0; t < kTokens; ++t)
+        acc.offsets[t] = _mm256_fmadd_ps(d32, weighted_sums16(scales_low, scales_high, xs[t].x_g8_sum16 + 16 * b), acc.offsets[t]);
+#pragma GCC unroll 2
+      for (int half = 0; half < 2; ++half) {
+        const __m256i low0 = load32(block + 64 * half), low1 = load32(block + 64 * half + 32);
+        const __m256i high = load32(block + 128 + 32 * half);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          const __m256i low = k / 2 == 0 ? (k % 2 == 0 ? low0 : low1)
+                                         : _mm256_srli_epi16(k % 2 == 0 ? low0 : low1, 4);
+          const __m256i codes = _mm256_or_si256(
+              _mm256_and_si256(low, nibble),
+              _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, 2 * k), two_bits), 4));
+          const int group = 4 * half + k;  // of 32 elements: scales 2 group, 2 group + 1
+          const Group32 g{codes, {}, group_scales(scales, group)};
+          group_dots<kTokens, false>(g, xs, 8 * b + group, factors, group, acc);
+        }
+      }
+    }
+    acc.store(y, ldy);
+  }
+};
+
+// IQ4_XS: d (f16), 16 bits of scale tops (2 per 32 elements), 4 bytes of scale nibbles, 128
+// bytes of IQ4 codes (per 32 elements, 16 bytes: low nibbles are elements 0-15, high 16-31).
+// Codes become grid values (|v| <= 127) with one byte shuffle; value d * (scale - 32) * v.
+struct Iq4XsRow {
+  static constexpr int kBlockElements = 256;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    constexpr int kBytes = 136;
+    const __m256i grid = _mm256_broadcastsi128_si256(load16(kIq4Values));
+    Accumulators<kTokens> acc;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = row + b * kBytes;
+      if (kPrefetch) prefetch_block(block, kBytes);
+      const uint32_t low = u32_at(block + 4);
+      const uint32_t tops = uint32_t(block[2] | block[3] << 8);
+      // Scale nibble of sub-block ib: nibble ib % 2 of byte ib / 2; top bits: bits 2 ib, 2 ib + 1.
+      const __m256i nibbles = _mm256_and_si256(
+          _mm256_srlv_epi32(_mm256_set1_epi32(int(low)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+          _mm256_set1_epi32(15));
+      const __m256i top = _mm256_and_si256(
+          _mm256_srlv_epi32(_mm256_set1_epi32(int(tops)), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+          _mm256_set1_epi32(3));
+      const __m256i scale_codes = _mm256_sub_epi32(_mm256_or_si256(nibbles, _mm256_slli_epi32(top, 4)), _mm256_set1_epi32(32));
+      __m256 factors[kTokens];
+      block_factors<kTokens>(_mm256_mul_ps(_mm256_set1_ps(half_at(block)), _mm256_cvtepi32_ps(scale_codes)), xs, b, factors);
+#pragma GCC unroll 8
+      for (int ib = 0; ib < 8; ++ib) {
+        const __m256i values = _mm256_shuffle_epi8(grid, split_nibbles(block + 8 + 16 * ib));
+        for (int t = 0; t < kTokens; ++t)
+          accumulate(acc.dots[t], lane(factors[t], ib), sdot(values, xs[t].x_g8 + 256 * b + 32 * ib));
+      }
+    }
+    acc.store(y, ldy);
+  }
+};
+
+// ---- IQ2 / IQ3 / IQ1: grid magnitudes with separate signs ----
+
+#include "tensor/ggml_iq_grids.inc"
+
+// ggml's 8th sign bit of an IQ2_XXS / IQ2_XS / IQ3_XXS group: the parity of the 7 stored ones.
+inline uint32_t eight_signs(uint32_t seven_bits) {
+  const uint32_t bits = seven_bits & 127;
+  return bits | uint32_t(__builtin_parity(bits)) << 7;
+}
+
+// 32 sign bits (bit i: element i is negative) as bytes +1 / -1.
+__attribute__((always_inline)) inline __m256i sign_bytes(uint32_t bits) {
+  return _mm256_or_si256(bit_masks(bits), _mm256_set1_epi8(1));
+}
+
+// The f16 at a block's start times a type's constant: the factor of most IQ super-blocks.
+struct LeadingHalf {
+  float times;
+  __attribute__((always_inline)) float operator()(const uint8_t* block) const { return half_at(block) * times; }
+};
+
+// The IQ super-block walk: per block of 256 the tokens' factors (scale_of(block) times the x
+// scales of its 8 groups), then group(block, ib), a signed Group32, for each group of 32.
+template <int kBytes, int kTokens, bool kPrefetch, class Scale, class Group>
+__attribute__((always_inline)) inline void iq_row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                  int64_t ldy, const Scale& scale_of, const Group& group) {
+  Accumulators<kTokens> acc;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* block = row + b * kBytes;
+    if (kPrefetch) prefetch_block(block, kBytes);
+    __m256 factors[kTokens];
+    block_factors<kTokens>(_mm256_set1_ps(scale_of(block)), xs, b, factors);
+#pragma GCC unroll 8
+    for (int ib = 0; ib < 8; ++ib) group_dots<kTokens, true>(group(block, ib), xs, 8 * b + ib, factors, ib, acc);
+  }
+  acc.store(y, ldy);
+}
+
+// In the IQ2 / IQ3 groups below the magnitudes are at most 62 and the integer scales odd and
+// at most 31: pairs at most 2 * 62 * 127, lanes 2 * 15748 * 31 < 2^31.
+
+// IQ2_XXS: d, then per 32 elements 8 bytes: four grid indices, a word of four 7-bit sign groups
+// and a 4-bit scale s in its top bits; value d (2 s + 1) / 8 * sign * grid.
+struct Iq2XxsRow {
+  static constexpr int kBlockElements = 256;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    iq_row<66, kTokens, kPrefetch>(row, blocks, xs, y, ldy, LeadingHalf{0.125f}, group);
+  }
+  static constexpr auto group = [](const uint8_t* block, int ib) __attribute__((always_inline)) {
+    const uint8_t* g = block + 2 + 8 * ib;
+    const uint32_t meta = u32_at(g + 4);
+    const uint32_t signs = eight_signs(meta) | eight_signs(meta >> 7) << 8 | eight_signs(meta >> 14) << 16 |
+                           eight_signs(meta >> 21) << 24;
+    const int scale = 2 * int(meta >> 28) + 1;
+    return Group32{_mm256_set_epi64x(int64_t(kIq2xxsGrid[g[3]]), int64_t(kIq2xxsGrid[g[2]]), int64_t(kIq2xxsGrid[g[1]]),
+                                     int64_t(kIq2xxsGrid[g[0]])),
+                   sign_bytes(signs), _mm256_set1_epi16(int16_t(scale))};
+  };
+};
+
+// IQ2_XS: 32 16-bit codes (9-bit grid index, 7 sign bits), then 8 bytes of two 4-bit scales (one
+// per 16 elements); value d (2 s + 1) / 8 * sign * grid.
+struct Iq2XsRow {
+  static constexpr int kBlockElements = 256;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    iq_row<74, kTokens, kPrefetch>(row, blocks, xs, y, ldy, LeadingHalf{0.125f}, group);
+  }
+  static constexpr auto group = [](const uint8_t* block, int ib) __attribute__((always_inline)) {
+    uint16_t code[4];
+    __builtin_memcpy(code, block + 2 + 8 * ib, 8);
+    const uint32_t signs = eight_signs(code[0] >> 9) | eight_signs(code[1] >> 9) << 8 |
+                           eight_signs(code[2] >> 9) << 16 | eight_signs(code[3] >> 9) << 24;
+    const uint8_t scales = block[66 + ib];
+    return Group32{_mm256_set_epi64x(int64_t(kIq2xsGrid[code[3] & 511]), int64_t(kIq2xsGrid[code[2] & 511]),
+                                     int64_t(kIq2xsGrid[code[1] & 511]), int64_t(kIq2xsGrid[code[0] & 511])),
+                   sign_bytes(signs), split_scales(2 * (scales & 15) + 1, 2 * (scales >> 4) + 1)};
+  };
+};
+
+// IQ2_S: 32 low index bytes, 32 sign bytes (one per 8 elements), 8 bytes of index high bits (2 per
+// 8 elements), 8 bytes of two 4-bit scales; value d (2 s + 1) / 8 * sign * grid.
+struct Iq2SRow {
+  static constexpr int kBlockElements = 256;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    iq_row<82, kTokens, kPrefetch>(row, blocks, xs, y, ldy, LeadingHalf{0.125f}, group);
+  }
+  static constexpr auto group = [](const uint8_t* block, int ib) __attribute__((always_inline)) {
+    const uint8_t* low = block + 2 + 4 * ib;
+    const int high = block[66 + ib];
+    const uint8_t scales = block[74 + ib];
+    return Group32{_mm256_set_epi64x(int64_t(kIq2sGrid[low[3] | (high >> 6 & 3) << 8]),
+                                     int64_t(kIq2sGrid[low[2] | (high >> 4 & 3) << 8]),
+                                     int64_t(kIq2sGrid[low[1] | (high >> 2 & 3) << 8]),
+                                     int64_t(kIq2sGrid[low[0] | (high & 3) << 8])),
+                   sign_bytes(u32_at(block + 34 + 4 * ib)), split_scales(2 * (scales & 15) + 1, 2 * (scales >> 4) + 1)};
+  };
+};
+
+// IQ3_XXS: 64 grid indices (4 magnitudes each), then per 32 elements a word like IQ2_XXS's;
+// value d (2 s + 1) / 4 * sign * grid.
+struct Iq3XxsRow {
+  static constexpr int kBlockElements = 256;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    iq_row<98, kTokens, kPrefetch>(row, blocks, xs, y, ldy, LeadingHalf{0.25f}, group);
+  }
+  static constexpr auto group = [](const uint8_t* block, int ib) __attribute__((always_inline)) {
+    const uint8_t* index = block + 2 + 8 * ib;
+    const uint32_t meta = u32_at(block + 66 + 4 * ib);
+    const uint32_t signs = eight_signs(meta) | eight_signs(meta >> 7) << 8 | eight_signs(meta >> 14) << 16 |
+                           eight_signs(meta >> 21) << 24;
+    const int scale = 2 * int(meta >> 28) + 1;
+    return Group32{_mm256_setr_epi32(int(kIq3xxsGrid[index[0]]), int(kIq3xxsGrid[index[1]]), int(kIq3xxsGrid[index[2]]),
+                                     int(kIq3xxsGrid[index[3]]), int(kIq3xxsGrid[index[4]]), int(kIq3xxsGrid[index[5]]),
+                                     int(kIq3xxsGrid[index[6]]), int(kIq3xxsGrid[index[7]])),
+                   sign_bytes(signs), _mm256_set1_epi16(int16_t(scale))};
+  };
+};
+
+// IQ3_S: 64 low index bytes, 8 bytes of ninth index bits (index k: bit k % 8 of byte k / 8), 32
+// sign bytes, 4 bytes of two 4-bit scales; value d (2 s + 1) * sign * grid.
+struct Iq3SRow {
+  static constexpr int kBlockElements = 256;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    iq_row<110, kTokens, kPrefetch>(row, blocks, xs, y, ldy, LeadingHalf{1.0f}, group);
+  }
+  static constexpr auto group = [](const uint8_t* block, int ib) __attribute__((always_inline)) {
+    const uint8_t* low = block + 2 + 8 * ib;
+    const int high = block[66 + ib];
+    const int scale = 2 * ((block[106 + ib / 2] >> (4 * (ib % 2))) & 15) + 1;
+    auto entry = [&](int j) { return int(kIq3sGrid[low[j] | (high >> j & 1) << 8]); };
+    return Group32{_mm256_setr_epi32(entry(0), entry(1), entry(2), entry(3), entry(4), entry(5), entry(6), entry(7)),
+                   sign_bytes(u32_at(block + 74 + 4 * ib)), _mm256_set1_epi16(int16_t(scale))};
+  };
+};
+
+// IQ1_S / IQ1_M: a value is dl * (grid + delta), grid in {-1, 0, 1} and delta +-1/8, that is
+// dl / 8 * (8 grid +- 1): signed codes in {-9, -7, -1, 1, 7, 9}, dotted as magnitudes (<= 9) with
+// x taking their signs. Integer scales odd and at most 15: pairs <= 2 * 9 * 127, lanes 2 * 2286 *
+// 15. `grid` holds the 4 grid entries of 8 elements, `deltas` +1 or -1 bytes.
+__attribute__((always_inline)) inline Group32 iq1_group(__m256i grid, __m256i deltas, __m256i scales) {
+  const __m256i codes = _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), grid), deltas);
+  return Group32{_mm256_abs_epi8(codes), codes, scales};
+}
+
+// IQ1_S: d, 32 low index bytes, then per 32 elements a 16-bit word: four 3-bit index tops, a
+// 3-bit scale s and the delta's sign (bit 15); value d (2 s + 1) (grid + delta).
+struct Iq1SRow {
+  static constexpr int kBlockElements = 256;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    iq_row<50, kTokens, kPrefetch>(row, blocks, xs, y, ldy, LeadingHalf{0.125f}, group);
+  }
+  static constexpr auto group = [](const uint8_t* block, int ib) __attribute__((always_inline)) {
+    const uint8_t* low = block + 2 + 4 * ib;
+    const int meta = block[34 + 2 * ib] | block[35 + 2 * ib] << 8;
+    auto entry = [&](int l) { return int64_t(kIq1sGrid[low[l] | (meta >> (3 * l) & 7) << 8]); };
+    return iq1_group(_mm256_set_epi64x(entry(3), entry(2), entry(1), entry(0)), _mm256_set1_epi8(meta & 0x8000 ? -1 : 1),
+                     _mm256_set1_epi16(int16_t(2 * (meta >> 12 & 7) + 1)));
+  };
+};
+
+// IQ1_M: 32 low index bytes, 16 bytes of (3 index bits, the delta's sign) per 8 elements, then
+// four 16-bit words of twelve 3-bit scales (two per 32 elements) whose top nibbles are the f16 d;
+// value d (2 s + 1) (grid + delta).
+struct Iq1MRow {
+  static constexpr int kBlockElements = 256;
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    iq_row<56, kTokens, kPrefetch>(row, blocks, xs, y, ldy, d_over_8, group);
+  }
+  static constexpr auto d_over_8 = [](const uint8_t* block) __attribute__((always_inline)) {
+    uint16_t words[4];
+    __builtin_memcpy(words, block + 48, 8);
+    const uint16_t d = uint16_t((words[0] >> 12) | (words[1] >> 8 & 0x00f0) | (words[2] >> 4 & 0x0f00) | (words[3] & 0xf000));
+    return _cvtsh_ss(d) * 0.125f;
+  };
+  static constexpr auto group = [](const uint8_t* block, int ib) __attribute__((always_inline)) {
+    const uint8_t* low = block + 4 * ib;
+    const int high = block[32 + 2 * ib] | block[33 + 2 * ib] << 8;  // entry l: bits 4 l .. 4 l + 3
+    const int word = block[48 + 2 * (ib / 2)] | block[49 + 2 * (ib / 2)] << 8, shift = 6 * (ib % 2);
+    auto entry = [&](int l) { return int64_t(kIq1sGrid[low[l] | (high >> (4 * l) & 7) << 8]); };
+    // Entry l's delta sign is bit 4 l + 3: compared in all four 16-bit words of its 64-bit lane.
+    const __m256i sign_bit = _mm256_set_epi64x(int64_t(0x8000800080008000), 0x0800080008000800, 0x0080008000800080,
+                                               0x0008000800080008);
+    const __m256i negative = _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16(int16_t(high)), sign_bit), sign_bit);
+    return iq1_group(_mm256_set_epi64x(entry(3), entry(2), entry(1), entry(0)),
+                     _mm256_or_si256(negative, _mm256_set1_epi8(1)),
+                     split_scales(2 * (word >> shift & 7) + 1, 2 * (word >> (shift + 3) & 7) + 1));
+  };
+};
+
+// f(std::integral_constant<int, count>()) for a run-time count in [1, kMax].
+template <int kMax, class F>
+inline void with_token_count(int count, const F& f) {
+  if constexpr (kMax > 1) {
+    if (count < kMax) return with_token_count<kMax - 1>(count, f);
+  }
+  f(std::integral_constant<int, kMax>());
+}
+
+// Tokens per pass over a block of rows in a decode batch; the block's codes stay in L1 from one
+// pass to the next, and only the first pass prefetches.
+constexpr int kPassTokens = 4;
+constexpr int64_t kBlockRows = 4;
+
+template <class Row>
+void rows_q8(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin, int64_t row_end, float* y,
+             int64_t ldy) {
+  const int64_t blocks = w.cols / Row::kBlockElements;
+  if (n == 1) {
+    for (int64_t r = row_begin; r < row_end; ++r)
+      Row::template row<1, true>(w.data + r * w.row_stride, blocks, xs, y + (r - row_begin), ldy);
+    return;
+  }
+  for (int64_t begin = row_begin; begin < row_end; begin += kBlockRows) {
+    const int64_t end = min_i64(row_end, begin + kBlockRows);
+    for (int t = 0; t < n; t += kPassTokens) {
+      with_token_count<kPassTokens>(n - t < kPassTokens ? n - t : kPassTokens, [&](auto tokens) {
+        constexpr int kTokens = decltype(tokens)::value;
+        for (int64_t r = begin; r < end; ++r) {
+          float* out = y + t * ldy + (r - row_begin);
+          if (t == 0)
+            Row::template row<kTokens, true>(w.data + r * w.row_stride, blocks, xs + t, out, ldy);
+          else
+            Row::template row<kTokens, false>(w.data + r * w.row_stride, blocks, xs + t, out, ldy);
+        }
+      });
+    }
+  }
+}
+
+// The row kernel of each type that has one; nullptr for the others.
+GgmlRowsQ8 rows_q8_of(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q8_0: return rows_q8<Block32Row<Q8_0Block>>;
+    case GgmlType::Q4_0: return rows_q8<Block32Row<Q4_0Block>>;
+    case GgmlType::Q4_1: return rows_q8<Block32Row<Q4_1Block>>;
+    case GgmlType::Q5_0: return rows_q8<Block32Row<Q5_0Block>>;
+    case GgmlType::Q5_1: return rows_q8<Block32Row<Q5_1Block>>;
+    case GgmlType::IQ4_NL: return rows_q8<Block32Row<Iq4NlBlock>>;
+    case GgmlType::Q2_K: return rows_q8<Q2_KRow>;
+    case GgmlType::Q3_K: return rows_q8<Q3_KRow>;
+    case GgmlType::Q4_K: return rows_q8<Q45_KRow<false>>;
+    case GgmlType::Q5_K: return rows_q8<Q45_KRow<true>>;
+    case GgmlType::Q6_K: return rows_q8<Q6_KRow>;
+    case GgmlType::IQ4_XS: return rows_q8<Iq4XsRow>;
+    case GgmlType::IQ2_XXS: return rows_q8<Iq2XxsRow>;
+    case GgmlType::IQ2_XS: return rows_q8<Iq2XsRow>;
+    case GgmlType::IQ2_S: return rows_q8<Iq2SRow>;
+    case GgmlType::IQ3_XXS: return rows_q8<Iq3XxsRow>;
+    case GgmlType::IQ3_S: return rows_q8<Iq3SRow>;
+    case GgmlType::IQ1_S: return rows_q8<Iq1SRow>;
+    case GgmlType::IQ1_M: return rows_q8<Iq1MRow>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+}  // namespace inkling::kernels::detail
