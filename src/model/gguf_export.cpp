@@ -20,21 +20,55 @@ bool more_bits(int layer, int layers) {
   return layer < layers / 8 || layer >= 7 * layers / 8 || (layer - layers / 8) % 3 == 2;
 }
 
-bool ends_with(const std::string& text, const std::string& tail) {
-  return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
+// llama-quantize's replacement for a type whose blocks do not tile a row of `cols`.
+GgmlType fallback_for_row(const GgufMatrixSlot& slot, GgmlType type) {
+  if (slot.cols % ggml_type_info(type).block_elements == 0) return type;
+  GgmlType fallback;
+  switch (type) {
+    case GgmlType::Q4_K: fallback = GgmlType::Q5_0; break;
+    case GgmlType::Q5_K: fallback = GgmlType::Q5_1; break;
+    case GgmlType::Q6_K: fallback = GgmlType::Q8_0; break;
+    default:
+      throw Error(slot.name + ": rows of " + std::to_string(slot.cols) + " values are not whole " +
+                  std::string(ggml_type_name(type)) + " blocks, and llama-quantize has no fallback for it");
+  }
+  return slot.cols % ggml_type_info(fallback).block_elements == 0 ? fallback : GgmlType::F16;
 }
 
-GgmlType q4_k_m(const GgufMatrixSlot& slot) {
+bool contains(const std::string& text, const char* part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+GgmlType gguf_q4_k_m_type(const GgufMatrixSlot& slot) {
+  // The 8-expert rules are llama.cpp's for Mixtral; they apply to any model of exactly 8 experts.
+  const bool eight_experts = slot.experts == 8;
+  // llama-quantize tells the tensors apart by substrings of their names, tried in this order.
   GgmlType type = GgmlType::Q4_K;
   if (slot.name == "output.weight") {
-    type = GgmlType::Q6_K;
-  } else if (slot.layer >= 0 && more_bits(slot.layer, slot.num_layers) &&
-             (ends_with(slot.name, ".attn_v.weight") || ends_with(slot.name, ".ffn_down.weight") ||
-              ends_with(slot.name, ".ffn_down_exps.weight") || ends_with(slot.name, ".ffn_down_shexp.weight"))) {
-    type = GgmlType::Q6_K;
+    // Rows that are not whole Q6_K blocks take Q8_0 by this rule, before any fallback.
+    type = slot.cols % ggml_type_info(GgmlType::Q6_K).block_elements == 0 ? GgmlType::Q6_K : GgmlType::Q8_0;
+  } else if (slot.name == "token_embd.weight") {
+    // Q4_K: the output.weight rule covers it only for tied embeddings, and the file always holds
+    // an output.weight.
+  } else if (contains(slot.name, "attn_v.weight")) {
+    // llama-quantize counts attn_v tensors; the count is the layer, as every Inkling layer has one.
+    type = eight_experts ? GgmlType::Q8_0 : more_bits(slot.layer, slot.num_layers) ? GgmlType::Q6_K : GgmlType::Q4_K;
+  } else if (contains(slot.name, "attn_k.weight")) {
+    if (eight_experts) type = GgmlType::Q8_0;
+  } else if (contains(slot.name, "attn_q.weight")) {
+    // Q4_K (attn_q's own rules are for the IQ3 mixes).
+  } else if (contains(slot.name, "attn_output.weight")) {
+    if (eight_experts) type = GgmlType::Q5_K;
+  } else if (contains(slot.name, "ffn_up") || contains(slot.name, "ffn_gate")) {
+    // Q4_K (their rules are for IQ3_XS).
+  } else if (contains(slot.name, "ffn_down")) {
+    const int layer = slot.experts > 1 ? slot.layer : slot.ffn_down_ordinal;
+    if (more_bits(layer, slot.num_layers)) type = GgmlType::Q6_K;
   }
-  return slot.cols % 256 == 0 ? type : GgmlType::Q8_0;
+  return fallback_for_row(slot, type);
 }
+
+namespace {
 
 nlohmann::json read_json_or_null(const fs::path& path, size_t limit) {
   if (!fs::exists(path)) return nullptr;
@@ -109,7 +143,7 @@ GgufTarget gguf_target(const std::string& name) {
   if (name == "f32") return {name, 0, all(GgmlType::F32)};
   if (name == "bf16") return {name, 32, all(GgmlType::BF16)};
   if (name == "q8_0") return {name, 7, all(GgmlType::Q8_0)};
-  if (name == "q4_k_m") return {name, 15, q4_k_m};
+  if (name == "q4_k_m") return {name, 15, gguf_q4_k_m_type};
   throw Error("unknown GGUF target \"" + name + "\" (f32, bf16, q8_0, q4_k_m)");
 }
 
@@ -181,8 +215,11 @@ GgufModelPlan plan_gguf_model(const Checkpoint& ckpt, const GgufExportOptions& o
     (void)t.nbytes();  // a shape the type cannot hold fails now, naming the tensor
     tensors.push_back(std::move(t));
   };
+  int ffn_downs = 0;  // matrices come by layer, and within one by name, as llama-quantize orders them
   auto slot_type = [&](const std::string& tensor, int layer, int64_t cols) {
-    return options.matrix_type({tensor, layer, c.num_layers, cols});
+    GgufMatrixSlot slot{tensor, layer, c.num_layers, cols, c.n_routed_experts, -1};
+    if (tensor.find("ffn_down") != std::string::npos) slot.ffn_down_ordinal = ffn_downs++;
+    return options.matrix_type(slot);
   };
   auto add_matrix = [&](const std::string& tensor, int layer, const WeightMatrix& m) {
     add(tensor, slot_type(tensor, layer, m.cols), {m.rows, m.cols}, [&m] { return matrix_values(m); }, true);

@@ -20,26 +20,37 @@
 namespace inkling {
 
 // One matrix (or stack of matrices) to type: its GGUF name ("blk.3.attn_v.weight"), layer (-1 for
-// token_embd / output) and row length.
+// token_embd / output), row length, and what llama-quantize's choice reads besides: the model's
+// routed expert count and, for the ffn_down family, how many of them come before this one in
+// llama-quantize's order (by layer, then by name), which it uses for the layer when the model has
+// at most one expert.
 struct GgufMatrixSlot {
   std::string name;
   int layer = -1;
   int num_layers = 0;
   int64_t cols = 0;
+  int experts = 0;
+  int ffn_down_ordinal = -1;
 };
 using GgufTypePolicy = std::function<GgmlType(const GgufMatrixSlot&)>;
 
 // The named targets of `inkling quantize --to gguf-...`: "f32", "bf16", "q8_0" (every matrix),
-// "q4_k_m" (llama-quantize's mix: Q6_K for output.weight and, in the layers where llama.cpp gives
-// more bits (the first and last eighth, every third between), attn_v and the ffn_down family;
-// Q4_K for the rest; a matrix whose rows are not a multiple of 256 takes Q8_0). Throws for
-// another name.
+// "q4_k_m" (llama-quantize's Q4_K_M mix without an importance matrix, see gguf_q4_k_m_type).
+// Throws for another name.
 struct GgufTarget {
   std::string name;       // as given: "q4_k_m"
   uint32_t file_type = 0; // general.file_type (llama_ftype): 0, 32, 7, 15
   GgufTypePolicy policy;
 };
 GgufTarget gguf_target(const std::string& name);
+
+// The type llama-quantize's Q4_K_M gives an Inkling matrix (docs/gguf.md has the table): Q4_K, but
+// Q6_K for output.weight and, in its "more bits" layers, attn_v and the ffn_down family; for a
+// model of exactly 8 experts Q8_0 for attn_k and attn_v and Q5_K for attn_output. A row that is
+// not whole blocks of that type falls back as llama-quantize's does (Q4_K to Q5_0, Q5_K to Q5_1,
+// Q6_K to Q8_0, F16 when not a multiple of 32 either). Throws inkling::Error where llama-quantize
+// stops: a Q8_0 choice for rows that are not a multiple of 32.
+GgmlType gguf_q4_k_m_type(const GgufMatrixSlot& slot);
 
 struct GgufModelPlan {
   GgufMetadata meta;

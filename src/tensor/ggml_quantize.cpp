@@ -56,6 +56,41 @@ void q4_0(const float* x, uint8_t* out) {
   for (int j = 0; j < 16; ++j) out[2 + j] = uint8_t(codes[j] | codes[j + 16] << 4);
 }
 
+// The 32 5-bit codes of Q5_0 / Q5_1: the low 4 bits as Q4_0's nibbles (value j low, j + 16
+// high) in out[4, 20), the fifth bit of value j as bit j of the little-endian uint32 at out[0, 4).
+void pack_5bit(const uint8_t* codes, uint8_t* out) {
+  uint32_t high = 0;
+  for (int j = 0; j < 32; ++j) high |= uint32_t(codes[j] >> 4) << j;
+  for (int i = 0; i < 4; ++i) out[i] = uint8_t(high >> (8 * i));
+  for (int j = 0; j < 16; ++j) out[4 + j] = uint8_t((codes[j] & 15) | (codes[j + 16] & 15) << 4);
+}
+
+// Q5_0: Q4_0 with 32 levels: d = -(the value of largest magnitude) / 16, codes x / d + 16
+// truncated after adding 0.5 (at most 31).
+void q5_0(const float* x, uint8_t* out) {
+  float amax = 0, max = 0;
+  for (int j = 0; j < 32; ++j)
+    if (std::fabs(x[j]) > amax) amax = std::fabs(x[j]), max = x[j];
+  const float d = max / -16, id = d != 0.0f ? 1 / d : 0.0f;
+  put_half(out, d);
+  uint8_t codes[32];
+  for (int j = 0; j < 32; ++j) codes[j] = uint8_t(std::min(31, int(int8_t(x[j] * id + 16.5f))));
+  pack_5bit(codes, out + 2);
+}
+
+// Q5_1: per 32 values, d = (max - min) / 31 and m = min (both f16), codes (x - min) / d truncated
+// after adding 0.5, d and the division taken in f32 before d is rounded to f16.
+void q5_1(const float* x, uint8_t* out) {
+  float lo = x[0], hi = x[0];
+  for (int j = 1; j < 32; ++j) lo = std::min(lo, x[j]), hi = std::max(hi, x[j]);
+  const float d = (hi - lo) / 31, id = d != 0.0f ? 1 / d : 0.0f;
+  put_half(out, d);
+  put_half(out + 2, lo);
+  uint8_t codes[32];
+  for (int j = 0; j < 32; ++j) codes[j] = uint8_t((x[j] - lo) * id + 0.5f);
+  pack_5bit(codes, out + 4);
+}
+
 // One sub-block of `n` values as scale * L + min with L in 0..nmax and min <= 0: the min-max
 // start, then a search over nstep + 1 scales (nmax + rmin + rdelta * step codes across the range)
 // each refit by weighted least squares, keeping the lowest weighted squared error. Returns the
@@ -120,11 +155,11 @@ float fit_scale_min(int n, int nmax, const float* x, const float* weights, uint8
   return scale;
 }
 
-// Q4_K: 8 sub-blocks of 32, each value = d * scale_j * L - dmin * min_j, L in 0..15; the sub-block
-// scales and mins are fitted (weights |x| + rms of the sub-block), then quantized to 6 bits
-// against the largest of each, and the codes recomputed from the quantized scales.
-void q4_k(const float* x, uint8_t* out) {
-  uint8_t L[kSuper];
+// The part Q4_K and Q5_K share: 8 sub-blocks of 32, each value = d * scale_j * L - dmin * min_j
+// with L in 0..nmax; the sub-block scales and mins are fitted (weights |x| + rms of the
+// sub-block), quantized to 6 bits against the largest of each, and the codes recomputed from the
+// quantized scales. Writes d, dmin and the 12 packed scale bytes to out[0, 16) and the codes to L.
+void k_scales_and_codes(const float* x, int nmax, float rmin, int nstep, uint8_t* out, uint8_t* L) {
   float weights[32], scales[8], mins[8];
   float max_scale = 0, max_min = 0;
   for (int j = 0; j < 8; ++j) {
@@ -133,46 +168,57 @@ void q4_k(const float* x, uint8_t* out) {
     for (int l = 0; l < 32; ++l) sum_x2 += sub[l] * sub[l];
     const float rms = std::sqrt(sum_x2 / 32);
     for (int l = 0; l < 32; ++l) weights[l] = rms + std::fabs(sub[l]);
-    scales[j] = fit_scale_min(32, 15, sub, weights, L + 32 * j, &mins[j], -1.0f, 0.1f, 20);
+    scales[j] = fit_scale_min(32, nmax, sub, weights, L + 32 * j, &mins[j], rmin, 0.1f, nstep);
     max_scale = std::max(max_scale, scales[j]);
     max_min = std::max(max_min, mins[j]);
   }
   const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
   const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
-  uint8_t* packed = out + 4;  // 12 bytes of 6-bit scales and mins (see k_scale_min)
+  uint8_t* packed = out + 4;
   std::memset(packed, 0, 12);
-  for (int j = 0; j < 8; ++j) {
-    const uint8_t ls = uint8_t(std::min(63, nearest_int(inv_scale * scales[j]) & 0xff));
-    const uint8_t lm = uint8_t(std::min(63, nearest_int(inv_min * mins[j]) & 0xff));
-    if (j < 4) {
-      packed[j] = ls;
-      packed[j + 4] = lm;
-    } else {
-      packed[j + 4] = uint8_t((ls & 0xF) | (lm & 0xF) << 4);
-      packed[j - 4] |= uint8_t((ls >> 4) << 6);
-      packed[j] |= uint8_t((lm >> 4) << 6);
-    }
-  }
+  // ggml keeps the rounded value in a byte before capping it at 63, hence the & 0xff.
+  for (int j = 0; j < 8; ++j)
+    k_pack_scale_min(packed, j, std::min(63, nearest_int(inv_scale * scales[j]) & 0xff),
+                     std::min(63, nearest_int(inv_min * mins[j]) & 0xff));
   put_half(out, max_scale / 63.0f);
   put_half(out + 2, max_min / 63.0f);
   const float d_all = half_at(out), dmin_all = half_at(out + 2);
   for (int j = 0; j < 8; ++j) {
     int sc, m;
-    if (j < 4) {
-      sc = packed[j] & 63;
-      m = packed[j + 4] & 63;
-    } else {
-      sc = (packed[j + 4] & 15) | (packed[j - 4] >> 6) << 4;
-      m = (packed[j + 4] >> 4) | (packed[j] >> 6) << 4;
-    }
+    k_scale_min(packed, j, sc, m);
     const float d = d_all * float(sc);
-    if (d == 0.0f) continue;
+    if (d == 0.0f) continue;  // the fitted codes stay, as in ggml (they decode to -dmin * m anyway)
     const float dm = dmin_all * float(m);
-    for (int i = 0; i < 32; ++i) L[32 * j + i] = uint8_t(std::clamp(nearest_int((x[32 * j + i] + dm) / d), 0, 15));
+    for (int i = 0; i < 32; ++i)
+      L[32 * j + i] = uint8_t(std::clamp(nearest_int((x[32 * j + i] + dm) / d), 0, nmax));
   }
+}
+
+// Q4_K: L in 0..15; 32 bytes per 64 values, value l in the low nibble of byte l and value l + 32
+// in its high nibble.
+void q4_k(const float* x, uint8_t* out) {
+  uint8_t L[kSuper];
+  k_scales_and_codes(x, 15, -1.0f, 20, out, L);
   uint8_t* qs = out + 16;
   for (int j = 0; j < kSuper; j += 64, qs += 32)
     for (int l = 0; l < 32; ++l) qs[l] = uint8_t(L[j + l] | L[j + l + 32] << 4);
+}
+
+// Q5_K: L in 0..31, a narrower scale search than Q4_K's; the low 4 bits packed as Q4_K's, the
+// fifth bit of value 64 * p + l (p = 0..3, l < 32) as bit 2p of qh[l], of value 64 * p + 32 + l as
+// bit 2p + 1.
+void q5_k(const float* x, uint8_t* out) {
+  uint8_t L[kSuper];
+  k_scales_and_codes(x, 31, -0.5f, 15, out, L);
+  uint8_t* qh = out + 16;
+  uint8_t* qs = out + 48;
+  std::memset(qh, 0, 32);
+  for (int p = 0; p < 4; ++p, qs += 32)
+    for (int l = 0; l < 32; ++l) {
+      const int low = L[64 * p + l], high = L[64 * p + 32 + l];
+      qs[l] = uint8_t((low & 15) | (high & 15) << 4);
+      qh[l] = uint8_t(qh[l] | (low >> 4) << (2 * p) | (high >> 4) << (2 * p + 1));
+    }
 }
 
 // A sub-block of `n` values as scale * (L - nmax) with L - nmax in -nmax..nmax-1, the scale
@@ -259,7 +305,10 @@ bool ggml_quantizable(GgmlType type) {
     case GgmlType::BF16:
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
     case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
     case GgmlType::Q6_K: return true;
     default: return false;
   }
@@ -289,7 +338,10 @@ void quantize_ggml_row(GgmlType type, const float* values, uint8_t* out, int64_t
       }
       case GgmlType::Q8_0: q8_0(x, y); break;
       case GgmlType::Q4_0: q4_0(x, y); break;
+      case GgmlType::Q5_0: q5_0(x, y); break;
+      case GgmlType::Q5_1: q5_1(x, y); break;
       case GgmlType::Q4_K: q4_k(x, y); break;
+      case GgmlType::Q5_K: q5_k(x, y); break;
       case GgmlType::Q6_K: q6_k(x, y); break;
       default: break;
     }

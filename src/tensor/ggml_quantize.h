@@ -8,7 +8,8 @@
 
 namespace inkling {
 
-// Whether quantize_ggml_row encodes `type`: F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K.
+// Whether quantize_ggml_row encodes `type`: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1,
+// Q4_K, Q5_K and Q6_K.
 bool ggml_quantizable(GgmlType type);
 
 // Encodes `elements` values (a whole number of blocks) into out[ggml_row_bytes(type, elements)],

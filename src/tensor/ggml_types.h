@@ -87,4 +87,17 @@ inline void k_scale_min(const uint8_t* packed, int j, int& scale, int& min) {
   }
 }
 
+// The inverse of k_scale_min: stores sub-block j's 6-bit scale and min into `packed`, which must
+// start zeroed (the top bits of sub-blocks 4..7 are or-ed into bytes 0..7).
+inline void k_pack_scale_min(uint8_t* packed, int j, int scale, int min) {
+  if (j < 4) {
+    packed[j] = uint8_t(packed[j] | scale);
+    packed[j + 4] = uint8_t(packed[j + 4] | min);
+  } else {
+    packed[j + 4] = uint8_t((scale & 15) | (min & 15) << 4);
+    packed[j - 4] = uint8_t(packed[j - 4] | (scale >> 4) << 6);
+    packed[j] = uint8_t(packed[j] | (min >> 4) << 6);
+  }
+}
+
 }  // namespace inkling

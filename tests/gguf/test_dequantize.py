@@ -10,7 +10,6 @@ several lengths; 1024 blocks per type reach every code value of every field and,
 types, every grid row (checked below).
 
 Run by ctest through tests/gguf/run.sh with DEQUANTIZE_ROWS=the helper binary."""
-import ctypes
 import os
 import subprocess
 
@@ -21,8 +20,9 @@ gguf = pytest.importorskip("gguf")
 from gguf import GGMLQuantizationType as T  # noqa: E402
 from gguf.quants import dequantize  # noqa: E402
 
+from ggml_c import RowFunction, ggml_library  # noqa: E402
+
 HELPER = os.environ.get("DEQUANTIZE_ROWS")
-LIB = os.environ.get("LLAMA_CPP_LIB", "/work/llama-build/llama.cpp/build/bin/libggml-base.so")
 
 # type -> (elements per block, bytes per block, byte offsets of its f16 scales)
 TYPES = {
@@ -146,30 +146,15 @@ def test_blocks_reach_every_code():
     assert len(np.unique(iq2 & 511)) == 512 and len(np.unique(iq2 >> 9)) == 128
 
 
-def ggml_library():
-    if not os.path.exists(LIB):
-        pytest.skip(f"SKIPPED: no llama.cpp library at {LIB} (set LLAMA_CPP_LIB): ggml's C dequantizers not compared")
-
-    class Traits(ctypes.Structure):
-        _fields_ = [("type_name", ctypes.c_char_p), ("blck_size", ctypes.c_int64),
-                    ("blck_size_interleave", ctypes.c_int64), ("type_size", ctypes.c_size_t),
-                    ("is_quantized", ctypes.c_bool), ("to_float", ctypes.c_void_p), ("from_float_ref", ctypes.c_void_p)]
-
-    lib = ctypes.CDLL(LIB)
-    lib.ggml_get_type_traits.restype = ctypes.POINTER(Traits)
-    lib.ggml_get_type_traits.argtypes = [ctypes.c_int]
-    return lib
-
-
 @pytest.mark.parametrize("qtype", list(TYPES), ids=lambda t: t.name)
 def test_matches_ggml_c(qtype):
-    lib = ggml_library()
+    lib = ggml_library("dequantizers")
     traits = lib.ggml_get_type_traits(int(qtype)).contents
     if not traits.to_float:
         pytest.skip(f"ggml has no to_float for {qtype.name}")
     assert traits.type_name.decode().upper() == qtype.name and traits.blck_size == TYPES[qtype][0]
     assert traits.type_size == TYPES[qtype][1]
-    to_float = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(traits.to_float)
+    to_float = RowFunction(traits.to_float)
     blocks = np.ascontiguousarray(random_blocks(qtype, seed=1000 + int(qtype)))
     theirs = np.zeros(BLOCKS * TYPES[qtype][0], dtype=np.float32)
     to_float(blocks.ctypes.data, theirs.ctypes.data, theirs.size)

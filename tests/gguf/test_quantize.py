@@ -1,16 +1,14 @@
 """The engine's ggml block encoders (src/tensor/ggml_quantize.cpp) against independent ones, bit
-for bit: Q8_0 and Q4_0 against the PyPI `gguf` package's numpy quantizers (always), Q8_0, Q4_0, Q4_K and Q6_K
-against ggml's own C reference quantizers (quantize_row_*_ref, what llama-quantize runs without an
-importance matrix) through ctypes where llama.cpp is built here (LLAMA_CPP_LIB, default
-/work/llama-build/llama.cpp/build/bin/libggml-base.so; skipped, saying so, without it). And the
+for bit: Q8_0, Q4_0, Q5_0 and Q5_1 against the PyPI `gguf` package's numpy quantizers (always);
+all of them (Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) against ggml's own C reference
+quantizers (quantize_row_*_ref, what llama-quantize runs without an importance matrix) through
+ctypes where llama.cpp is built here (ggml_c.py; skipped, saying so, without it). And the
 blocks decode (the engine's dequantizers, themselves checked bit for bit in test_dequantize.py)
 to within each type's error of the input.
 
 Run by ctest through tests/gguf/run.sh with DEQUANTIZE_ROWS=the helper binary."""
-import ctypes
 import os
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,14 +16,16 @@ import pytest
 gguf = pytest.importorskip("gguf")
 from gguf import GGMLQuantizationType as T  # noqa: E402
 
+from ggml_c import RowFunction, ggml_library  # noqa: E402
+
 HELPER = os.environ.get("DEQUANTIZE_ROWS")
-LIB = os.environ.get("LLAMA_CPP_LIB", "/work/llama-build/llama.cpp/build/bin/libggml-base.so")
-TYPES = [T.Q8_0, T.Q4_0, T.Q4_K, T.Q6_K]
+TYPES = [T.Q8_0, T.Q4_0, T.Q5_0, T.Q5_1, T.Q4_K, T.Q5_K, T.Q6_K]
 # Bound on rms(decoded - x) / rms(x) for the rows below (Gaussian with 30x outliers, which set
 # their blocks' scales, and the edge blocks), measured: Q8_0 (127 steps of the block's max per
-# side) 1.7%, Q6_K (31) 2.7%, Q4_K (15 steps over the range) 10%, Q4_0 (8 of the max) 16%; the
+# side) 1.7%, Q6_K (31) 2.7%, Q5_K (31 steps over the range) 4.9%, Q5_1 (31, no search) 4.9%,
+# Q5_0 (16 of the max) 7.9%, Q4_K (15 steps over the range) 10%, Q4_0 (8 of the max) 16%; the
 # bounds are about twice those.
-RMS_BOUND = {T.Q8_0: 0.035, T.Q6_K: 0.06, T.Q4_K: 0.2, T.Q4_0: 0.3}
+RMS_BOUND = {T.Q8_0: 0.035, T.Q6_K: 0.06, T.Q5_K: 0.1, T.Q5_1: 0.1, T.Q5_0: 0.16, T.Q4_K: 0.2, T.Q4_0: 0.3}
 
 pytestmark = pytest.mark.skipif(not HELPER, reason="DEQUANTIZE_ROWS (the helper binary) is not set; run through ctest")
 
@@ -64,7 +64,7 @@ def first_difference(a, b, qtype):
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-@pytest.mark.parametrize("qtype", [T.Q8_0, T.Q4_0], ids=lambda t: t.name)
+@pytest.mark.parametrize("qtype", [T.Q8_0, T.Q4_0, T.Q5_0, T.Q5_1], ids=lambda t: t.name)
 def test_equals_gguf_py(qtype, seed):
     x = rows(seed)
     got = ours(qtype, x)
@@ -92,27 +92,12 @@ def test_refuses_what_it_cannot_encode():
     assert result.returncode != 0 and b"no quantizer for type IQ2_XXS" in result.stderr
 
 
-def ggml_library():
-    if not Path(LIB).exists():
-        pytest.skip(f"SKIPPED: no llama.cpp library at {LIB} (set LLAMA_CPP_LIB): ggml's C quantizers not compared")
-
-    class Traits(ctypes.Structure):
-        _fields_ = [("type_name", ctypes.c_char_p), ("blck_size", ctypes.c_int64),
-                    ("blck_size_interleave", ctypes.c_int64), ("type_size", ctypes.c_size_t),
-                    ("is_quantized", ctypes.c_bool), ("to_float", ctypes.c_void_p), ("from_float_ref", ctypes.c_void_p)]
-
-    lib = ctypes.CDLL(LIB)
-    lib.ggml_get_type_traits.restype = ctypes.POINTER(Traits)
-    lib.ggml_get_type_traits.argtypes = [ctypes.c_int]
-    return lib
-
-
 @pytest.mark.parametrize("seed", [1, 2, 5])
 @pytest.mark.parametrize("qtype", TYPES, ids=lambda t: t.name)
 def test_equals_ggml_c(qtype, seed):
-    lib = ggml_library()
+    lib = ggml_library("quantizers")
     traits = lib.ggml_get_type_traits(int(qtype)).contents
-    from_float = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(traits.from_float_ref)
+    from_float = RowFunction(traits.from_float_ref)
     x = np.ascontiguousarray(rows(seed))
     want = np.zeros(x.size // traits.blck_size * traits.type_size, dtype=np.uint8)
     from_float(x.ctypes.data, want.ctypes.data, x.size)

@@ -136,8 +136,9 @@ Runner add_quantize(CLI::App& app) {
       "generation_config.json), loadable by llama.cpp and by this engine. gguf-q8_0 makes every matrix Q8_0 (as the "
       "converter's --outtype q8_0); gguf-q4_k_m is llama-quantize's Q4_K_M mix without an importance matrix: Q6_K "
       "for output.weight and for attn_v and ffn_down(_exps, _shexp) in the layers llama.cpp gives more bits (the "
-      "first and last eighth, every third between), Q4_K for the other matrices, Q8_0 for a matrix whose rows are "
-      "not a multiple of 256. Norms, convs, rel_proj, router and biases stay F32. Blocks are rounded as ggml's "
+      "first and last eighth, every third between), Q4_K for the other matrices; for a model of exactly 8 experts "
+      "Q8_0 for attn_k and attn_v and Q5_K for attn_output; llama-quantize's fallbacks (Q5_0, Q5_1, Q8_0, F16) for "
+      "rows that are not a multiple of 256 (docs/gguf.md). Norms, convs, rel_proj, router and biases stay F32. Blocks are rounded as ggml's "
       "reference quantizers round them.\n");
   return [args] {
     if (args->to.rfind("gguf-", 0) == 0) {
