@@ -417,7 +417,7 @@ void register_all() {
           ->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)
           ->UseRealTime();
   // GGUF block types, 2048x2048 streamed as matvec/: ggml_matvec/ in fast precision (the integer
-  // decode kernels, ggml_q8_avx2.cpp), ggml_matvec_exact/ in exact precision (the f32 decode
+  // decode kernels, ggml_q8_rows.h), ggml_matvec_exact/ in exact precision (the f32 decode
   // kernels where a type has one, else the scalar reference: dequantize a row, then dot it).
   for (MatmulPrecision precision : {MatmulPrecision::Bf16Activations, MatmulPrecision::Exact})
     for (uint32_t code = 0; code < 64; ++code) {
