@@ -319,35 +319,36 @@ std::vector<KernelBuild> kernel_builds() {
 
 TEST(GgmlQ8, EachKernelMatchesTheScalarReferenceOnItsQuantizedX) {
   if (!kernels::isa_supported(kernels::Isa::Avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
-  for (const KernelBuild& build : kernel_builds())
-  for (GgmlType type : kIntegerTypes) {
-    SCOPED_TRACE(build.name);
-    const kernels::detail::GgmlRowsQ8 rows_q8 = build.rows_of(type);
-    ASSERT_NE(rows_q8, nullptr) << ggml_type_name(type) << " should have an integer decode kernel";
-    const int64_t block = ggml_type_info(type).block_elements;
-    std::mt19937 rng(uint32_t(type) + 11);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    for (int64_t blocks : {1, 3, 9}) {
-      const int64_t cols = blocks * block, rows = 5;
-      const std::vector<uint8_t> bytes = random_rows(type, rows, cols, rng);
-      const WeightMatrix w = ggml_matrix(type, bytes, rows, cols);
-      std::vector<float> x(static_cast<size_t>(cols)), row(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
-      for (float& v : x) v = normal(rng);
-      Q8X q(cols);
-      ASSERT_TRUE(kernels::detail::ggml_quantize_x_avx2(x.data(), cols, q.buffers()));
-      const kernels::detail::PreparedX px = q.prepared(x.data());
-      rows_q8(w, &px, 1, 0, rows, y.data(), 0);
-      for (int64_t r = 0; r < rows; ++r) {
-        dequantize_row(w, r, row.data());
-        double want = 0, magnitude = 0;
-        for (int64_t c = 0; c < cols; ++c) {
-          want += double(row[size_t(c)]) * q.x_hat(c);
-          float largest = 0;
-          for (int64_t k = c / 16 * 16; k < c / 16 * 16 + 16; ++k) largest = std::max(largest, std::fabs(row[size_t(k)]));
-          magnitude += double(largest) * std::fabs(q.x_hat(c));
+  for (const KernelBuild& build : kernel_builds()) {
+    for (GgmlType type : kIntegerTypes) {
+      SCOPED_TRACE(build.name);
+      const kernels::detail::GgmlRowsQ8 rows_q8 = build.rows_of(type);
+      ASSERT_NE(rows_q8, nullptr) << ggml_type_name(type) << " should have an integer decode kernel";
+      const int64_t block = ggml_type_info(type).block_elements;
+      std::mt19937 rng(uint32_t(type) + 11);
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      for (int64_t blocks : {1, 3, 9}) {
+        const int64_t cols = blocks * block, rows = 5;
+        const std::vector<uint8_t> bytes = random_rows(type, rows, cols, rng);
+        const WeightMatrix w = ggml_matrix(type, bytes, rows, cols);
+        std::vector<float> x(static_cast<size_t>(cols)), row(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
+        for (float& v : x) v = normal(rng);
+        Q8X q(cols);
+        ASSERT_TRUE(kernels::detail::ggml_quantize_x_avx2(x.data(), cols, q.buffers()));
+        const kernels::detail::PreparedX px = q.prepared(x.data());
+        rows_q8(w, &px, 1, 0, rows, y.data(), 0);
+        for (int64_t r = 0; r < rows; ++r) {
+          dequantize_row(w, r, row.data());
+          double want = 0, magnitude = 0;
+          for (int64_t c = 0; c < cols; ++c) {
+            want += double(row[size_t(c)]) * q.x_hat(c);
+            float largest = 0;
+            for (int64_t k = c / 16 * 16; k < c / 16 * 16 + 16; ++k) largest = std::max(largest, std::fabs(row[size_t(k)]));
+            magnitude += double(largest) * std::fabs(q.x_hat(c));
+          }
+          ASSERT_NEAR(y[size_t(r)], want, kReassociationTolerance * magnitude)
+              << ggml_type_name(type) << ": " << cols << " columns, row " << r;
         }
-        ASSERT_NEAR(y[size_t(r)], want, kReassociationTolerance * magnitude)
-            << ggml_type_name(type) << ": " << cols << " columns, row " << r;
       }
     }
   }
