@@ -43,16 +43,23 @@ void q8_0(const float* x, uint8_t* out) {
   for (int j = 0; j < 32; ++j) out[2 + j] = uint8_t(int8_t(std::round(x[j] * id)));
 }
 
-// Q4_0: per 32 values, d = -(the value of largest magnitude) / 8 (f16), codes x / d + 8 truncated
-// after adding 0.5 (at most 15); byte j holds value j (low nibble) and value j + 16 (high).
-void q4_0(const float* x, uint8_t* out) {
+// The symmetric codes of Q4_0 (levels 8) and Q5_0 (levels 16) for 32 values: d = -(the value of
+// largest magnitude) / levels, written as f16 at out; codes x / d + levels truncated after adding
+// 0.5, at most 2 levels - 1.
+void symmetric_codes(const float* x, int levels, uint8_t* out, uint8_t* codes) {
   float amax = 0, max = 0;
   for (int j = 0; j < 32; ++j)
     if (std::fabs(x[j]) > amax) amax = std::fabs(x[j]), max = x[j];
-  const float d = max / -8, id = d != 0.0f ? 1 / d : 0.0f;
+  const float d = max / float(-levels), id = d != 0.0f ? 1 / d : 0.0f;
   put_half(out, d);
+  for (int j = 0; j < 32; ++j)
+    codes[j] = uint8_t(std::min(2 * levels - 1, int(int8_t(x[j] * id + (float(levels) + 0.5f)))));
+}
+
+// Q4_0: the symmetric 16-level codes; byte j holds value j (low nibble) and value j + 16 (high).
+void q4_0(const float* x, uint8_t* out) {
   uint8_t codes[32];
-  for (int j = 0; j < 32; ++j) codes[j] = uint8_t(std::min(15, int(int8_t(x[j] * id + 8.5f))));
+  symmetric_codes(x, 8, out, codes);
   for (int j = 0; j < 16; ++j) out[2 + j] = uint8_t(codes[j] | codes[j + 16] << 4);
 }
 
@@ -65,16 +72,10 @@ void pack_5bit(const uint8_t* codes, uint8_t* out) {
   for (int j = 0; j < 16; ++j) out[4 + j] = uint8_t((codes[j] & 15) | (codes[j + 16] & 15) << 4);
 }
 
-// Q5_0: Q4_0 with 32 levels: d = -(the value of largest magnitude) / 16, codes x / d + 16
-// truncated after adding 0.5 (at most 31).
+// Q5_0: Q4_0 with 32 levels (the symmetric codes of levels 16), packed 5 bits a code.
 void q5_0(const float* x, uint8_t* out) {
-  float amax = 0, max = 0;
-  for (int j = 0; j < 32; ++j)
-    if (std::fabs(x[j]) > amax) amax = std::fabs(x[j]), max = x[j];
-  const float d = max / -16, id = d != 0.0f ? 1 / d : 0.0f;
-  put_half(out, d);
   uint8_t codes[32];
-  for (int j = 0; j < 32; ++j) codes[j] = uint8_t(std::min(31, int(int8_t(x[j] * id + 16.5f))));
+  symmetric_codes(x, 16, out, codes);
   pack_5bit(codes, out + 2);
 }
 

@@ -354,6 +354,21 @@ TEST(GgmlQ8, EachKernelMatchesTheScalarReferenceOnItsQuantizedX) {
   }
 }
 
+// n tokens of x (n * cols values, token after token) quantized for the integer kernels; ok is
+// false when a token could not be (an inf or NaN).
+struct QuantizedTokens {
+  QuantizedTokens(const std::vector<float>& x, int64_t n, int64_t cols) {
+    for (int64_t t = 0; t < n; ++t) {
+      quantized.emplace_back(cols);
+      ok = ok && kernels::detail::ggml_quantize_x_avx2(x.data() + t * cols, cols, quantized.back().buffers());
+    }
+    for (int64_t t = 0; t < n; ++t) prepared.push_back(quantized[size_t(t)].prepared(x.data() + t * cols));
+  }
+  std::vector<Q8X> quantized;
+  std::vector<kernels::detail::PreparedX> prepared;
+  bool ok = true;
+};
+
 // The VNNI build's dots are exact as the AVX2 build's: the same results bit for bit, for one token
 // and for a decode batch, on rows whose codes reach every type's extremes.
 TEST(GgmlQ8, VnniBuildGivesTheAvx2ResultsBitForBit) {
@@ -367,13 +382,9 @@ TEST(GgmlQ8, VnniBuildGivesTheAvx2ResultsBitForBit) {
     const WeightMatrix w = ggml_matrix(type, bytes, rows, cols);
     std::vector<float> x(static_cast<size_t>(n * cols));
     for (float& v : x) v = normal(rng) * 4.0f;
-    std::vector<Q8X> qs;
-    std::vector<kernels::detail::PreparedX> pxs;
-    for (int64_t t = 0; t < n; ++t) {
-      qs.emplace_back(cols);
-      ASSERT_TRUE(kernels::detail::ggml_quantize_x_avx2(x.data() + t * cols, cols, qs.back().buffers()));
-    }
-    for (int64_t t = 0; t < n; ++t) pxs.push_back(qs[size_t(t)].prepared(x.data() + t * cols));
+    const QuantizedTokens tokens_x(x, n, cols);
+    ASSERT_TRUE(tokens_x.ok);
+    const std::vector<kernels::detail::PreparedX>& pxs = tokens_x.prepared;
     for (int tokens : {1, int(n)}) {
       std::vector<float> avx2(size_t(n * rows)), vnni(size_t(n * rows));
       builds[0].rows_of(type)(w, pxs.data(), tokens, 0, rows, avx2.data(), rows);
@@ -396,13 +407,9 @@ TEST(GgmlQ8, DecodeBatchesGiveEachTokenItsOwnMatvec) {
     const WeightMatrix w = ggml_matrix(type, bytes, rows, cols);
     std::vector<float> x(static_cast<size_t>(n * cols));
     for (float& v : x) v = normal(rng);
-    std::vector<Q8X> qs;
-    std::vector<kernels::detail::PreparedX> pxs;
-    for (int64_t t = 0; t < n; ++t) {
-      qs.emplace_back(cols);
-      ASSERT_TRUE(kernels::detail::ggml_quantize_x_avx2(x.data() + t * cols, cols, qs.back().buffers()));
-    }
-    for (int64_t t = 0; t < n; ++t) pxs.push_back(qs[size_t(t)].prepared(x.data() + t * cols));
+    const QuantizedTokens tokens_x(x, n, cols);
+    ASSERT_TRUE(tokens_x.ok);
+    const std::vector<kernels::detail::PreparedX>& pxs = tokens_x.prepared;
     std::vector<float> alone(size_t(n * rows)), batch(size_t(n * rows)), via_matmul(size_t(n * rows));
     for (int64_t t = 0; t < n; ++t)
       kernels::detail::ggml_rows_q8(type)(w, &pxs[size_t(t)], 1, 0, rows, alone.data() + t * rows, 0);
