@@ -598,6 +598,10 @@ void for_mixed_groups(int64_t n, int64_t decode_rows, const char* what, const De
 void set_matmul_precision(MatmulPrecision precision) { precision_setting().store(precision); }
 MatmulPrecision matmul_precision() { return precision_setting().load(); }
 
+static std::atomic<bool> batch_invariant_setting{false};
+void set_batch_invariant(bool on) { batch_invariant_setting.store(on, std::memory_order_relaxed); }
+bool batch_invariant() { return batch_invariant_setting.load(std::memory_order_relaxed); }
+
 void matvec(const WeightMatrix& w, const float* x, float* y) {
   const MatvecProduct product{&w, x, y};
   matvec_batch(std::span<const MatvecProduct>(&product, 1));
@@ -638,9 +642,9 @@ static bool ggml_integer_prefill(const Backend& backend, const WeightMatrix& w) 
 }
 
 // The prefill path: X rows through the tiled kernels (each output depends only on its own row
-// of X, whatever n is).
+// of X, whatever n is), or with batch invariance through the decode-batch kernels.
 static void matmul_tiled(const Backend& backend, const WeightMatrix& w, const float* x, int64_t n, float* y) {
-  if (ggml_integer_prefill(backend, w)) {
+  if (batch_invariant() || ggml_integer_prefill(backend, w)) {
     for (int64_t first = 0; first < n; first += kDecodeBatchMaxTokens)
       matmul_decode_batch(backend, w, x + first * w.cols, std::min(kDecodeBatchMaxTokens, n - first),
                           y + first * w.rows);
@@ -717,10 +721,11 @@ void swiglu_matvec_batch(std::span<const SwigluProduct> products) {
   });
 }
 
-// swiglu_matmul's prefill path (tiled; each output depends only on its own row of X).
+// swiglu_matmul's prefill path (tiled; each output depends only on its own row of X), or with
+// batch invariance the decode-batch kernels.
 static void swiglu_tiled(const Backend& backend, const WeightMatrix& gate, const WeightMatrix& up, const float* x,
                          int64_t n, float* out) {
-  if (ggml_integer_prefill(backend, gate) && ggml_integer_prefill(backend, up)) {
+  if (batch_invariant() || (ggml_integer_prefill(backend, gate) && ggml_integer_prefill(backend, up))) {
     for (int64_t first = 0; first < n; first += kDecodeBatchMaxTokens)
       swiglu_decode_batch(backend, gate, up, x + first * gate.cols, std::min(kDecodeBatchMaxTokens, n - first),
                           out + first * gate.rows);

@@ -21,6 +21,14 @@ enum class MatmulPrecision { Exact, Bf16Activations };
 void set_matmul_precision(MatmulPrecision precision);
 MatmulPrecision matmul_precision();
 
+// Batch invariance: when on, products of more than kDecodeBatchMaxTokens rows also go through the
+// decode-batch kernels, kDecodeBatchMaxTokens rows at a time, so every row of X gets bit for bit
+// its own matvec whatever n is (a prefilled token the bits of a decoded one). Off (the default),
+// they take the tiled kernels: each row still depends only on itself, but is summed in another
+// order than the matvec sums it, and prefill runs 1.6-1.7x faster.
+void set_batch_invariant(bool on);
+bool batch_invariant();
+
 // y[rows] = W x[cols]
 void matvec(const WeightMatrix& w, const float* x, float* y);
 

@@ -187,6 +187,48 @@ template <int G>
   weighted_values<G>(scores, keys, G, lo, d, kv, out);
 }
 
+// q . k_j for the `width` (<= 32) keys of one block of keys_t, each summed in the order
+// attend_group sums it, so a prefilled position and a decoded one get the same bits (and a cached
+// prefix the logits of a cold run): 16 lanes, lane l over i = l, l + 16, ...; the lanes folded as
+// sum16 folds them; then the head dimensions past the last multiple of 16, one by one. Here a
+// lane is a vector along the keys, two lanes at a time in registers. Width is a constant for
+// whole blocks (kWidth > 0) and `width` for the last one.
+template <int64_t kWidth>
+[[gnu::always_inline]] inline void key_block_scores(const float* q, int64_t d, const float* keys_t, int64_t ld,
+                                                    int64_t width, float* out) {
+  constexpr int64_t kLanes = 16, kMax = 32;
+  const int64_t n = kWidth > 0 ? kWidth : width;
+  const int64_t full = d / kLanes * kLanes;
+  alignas(64) float lanes[kLanes][kMax];
+  for (int64_t l = 0; l < kLanes; l += 2) {
+    alignas(64) float even[kMax] = {}, odd[kMax] = {};
+    for (int64_t i0 = 0; i0 < full; i0 += kLanes) {
+      const float qe = q[i0 + l], qo = q[i0 + l + 1];
+      const float* ke = keys_t + (i0 + l) * ld;
+      const float* ko = ke + ld;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) {
+        even[j] += qe * ke[j];
+        odd[j] += qo * ko[j];
+      }
+    }
+    std::copy(even, even + n, lanes[l]);
+    std::copy(odd, odd + n, lanes[l + 1]);
+  }
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) {
+    float eight[8], four[4];
+    for (int64_t l = 0; l < 8; ++l) eight[l] = lanes[l][j] + lanes[l + 8][j];
+    for (int64_t l = 0; l < 4; ++l) four[l] = eight[l] + eight[l + 4];
+    out[j] = (four[0] + four[2]) + (four[1] + four[3]);
+  }
+  for (int64_t i = full; i < d; ++i) {
+    const float qi = q[i];
+    const float* k = keys_t + i * ld;
+    for (int64_t j = 0; j < n; ++j) out[j] += qi * k[j];
+  }
+}
+
 }  // namespace
 
 // ThreadSanitizer's runtime is not up yet when the dynamic loader runs the clones' ifunc resolver,
@@ -229,28 +271,10 @@ void attend_kv_group_transposed(int64_t group, const float* q, const float* r, c
   for (int64_t h = 0; h < group; ++h) {
     float* row = scores + h * keys;
     const float* qh = q + h * d;
-    // 32 keys at a time, their partial dot products in registers over the whole head dimension.
     constexpr int64_t kKeys = 32;
-    for (int64_t j0 = 0; j0 < keys; j0 += kKeys) {
-      float acc[kKeys] = {};
-      if (keys - j0 >= kKeys) {
-        for (int64_t i = 0; i < d; ++i) {
-          const float qi = qh[i];
-          const float* k = keys_t + i * ld + j0;
-#pragma omp simd
-          for (int64_t j = 0; j < kKeys; ++j) acc[j] += qi * k[j];
-        }
-        std::copy(acc, acc + kKeys, row + j0);
-      } else {
-        const int64_t width = keys - j0;
-        for (int64_t i = 0; i < d; ++i) {
-          const float qi = qh[i];
-          const float* k = keys_t + i * ld + j0;
-          for (int64_t j = 0; j < width; ++j) acc[j] += qi * k[j];
-        }
-        std::copy(acc, acc + width, row + j0);
-      }
-    }
+    int64_t j0 = 0;
+    for (; j0 + kKeys <= keys; j0 += kKeys) key_block_scores<kKeys>(qh, d, keys_t + j0, ld, kKeys, row + j0);
+    if (j0 < keys) key_block_scores<0>(qh, d, keys_t + j0, ld, keys - j0, row + j0);
     std::fill(bias_by_dist, bias_by_dist + near, 0.0f);
     const float* rh = r + h * dr;
     for (int64_t e = 0; e < dr; ++e) {

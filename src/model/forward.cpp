@@ -305,6 +305,7 @@ void InklingModel::forward_step(std::span<const BatchItem> items, float* all_log
   const TextConfig& c = config_;
   kernels::set_matmul_precision(options_.fast ? kernels::MatmulPrecision::Bf16Activations
                                               : kernels::MatmulPrecision::Exact);
+  kernels::set_batch_invariant(options_.batch_invariant);
   const int64_t h = c.hidden_size;
   for (const BatchItem& item : items) reserve(*item.state, item.state->position + int64_t(item.tokens.size()));
   // Which kernels a row takes depends only on its own sequence's share of the step, never on the

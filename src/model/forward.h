@@ -19,6 +19,11 @@ struct RunOptions {
   // activations to bf16 (vdpbf16ps) and 4-bit decode splits x into int8 parts (VNNI). Off: every
   // product keeps f32 activations and matches the reference pass to ~1e-6 of the logits' spread.
   bool fast = false;
+  // Batch invariance: prefill rows take the decode kernels (kernels::set_batch_invariant), so a
+  // token's logits are bit for bit the same however its sequence was chunked, batched with
+  // others or restored from a snapshot, decoded or prefilled. Prefill runs 1.6-1.7x slower. Off, a
+  // prefilled position and a decoded one differ by f32 rounding (the matmuls sum in another order).
+  bool batch_invariant = false;
 };
 
 // One sequence's share of a batched step (InklingModel::forward_batch).

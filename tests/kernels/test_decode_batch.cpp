@@ -144,6 +144,43 @@ TEST_P(DecodeBatchTest, SwigluRowsAreSwigluMatvecBitwise) {
   }
 }
 
+// Batch invariance: products of more tokens than a decode batch (prefill) give every row its
+// matvec's bits too, matmul and swiglu_matmul, fused w13 or not.
+TEST_P(DecodeBatchTest, BatchInvariantPrefillRowsAreMatvecBitwise) {
+  IsaGuard guard;
+  PrecisionGuard restore(kernels::matmul_precision());
+  struct InvariantGuard {
+    ~InvariantGuard() { kernels::set_batch_invariant(false); }
+  } invariant_off;
+  kernels::set_batch_invariant(true);
+  std::mt19937 rng(2026);
+  constexpr int64_t kTokens = 2 * kMaxTokens + 5, rows = 70;
+  const int64_t cols = batch_cols(GetParam()).front();
+  TestMatrix w13(GetParam(), rows, cols, 2, rng);
+  const std::vector<float> x = token_rows(kTokens, cols, rng);
+  for (MatmulPrecision precision : {MatmulPrecision::Exact, MatmulPrecision::Bf16Activations}) {
+    kernels::set_matmul_precision(precision);
+    for (Isa isa : testable_isas()) {
+      kernels::set_isa(isa);
+      const std::string what = std::string(kernels::isa_name(isa)) + " " + precision_name(precision);
+      const WeightMatrix gate = w13.view(0), up = w13.view(1);
+      std::vector<float> alone(size_t(kTokens * rows)), swiglu_alone(alone.size());
+      for (int64_t t = 0; t < kTokens; ++t) {
+        kernels::matvec(up, x.data() + t * cols, alone.data() + t * rows);
+        kernels::swiglu_matvec(gate, up, x.data() + t * cols, swiglu_alone.data() + t * rows);
+      }
+      for (int64_t n : {kMaxTokens + 1, kTokens}) {
+        std::vector<float> batch(size_t(n * rows), NAN), swiglu_batch(batch.size(), NAN);
+        kernels::matmul(up, x.data(), n, batch.data());
+        kernels::swiglu_matmul(gate, up, x.data(), n, swiglu_batch.data());
+        expect_same_bits(batch.data(), alone.data(), n * rows, what + " matmul n=" + std::to_string(n));
+        expect_same_bits(swiglu_batch.data(), swiglu_alone.data(), n * rows,
+                         what + " swiglu_matmul n=" + std::to_string(n));
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, DecodeBatchTest, ::testing::ValuesIn(batch_formats()),
                          [](const auto& info) { return info.param.name(); });
 

@@ -64,7 +64,8 @@ TEST_P(SnapshotRestore, ContinuationFromARestoredStateIsBitIdentical) {
 }
 
 // The prompt cache's claim: a prompt whose prefix comes from a snapshot gets the logits a cold run
-// of the whole prompt gets (to f32 rounding: the cold run chunks the prompt at other places).
+// of the whole prompt gets, bit for bit (the cold run chunks the prompt at other places, which
+// changes no bit).
 TEST_P(SnapshotRestore, CachedPrefixMatchesAColdRun) {
   const Checkpoint& ckpt = open_tiny(GetParam());
   InklingModel model(ckpt, small_options(DType::F32));
@@ -78,9 +79,40 @@ TEST_P(SnapshotRestore, CachedPrefixMatchesAColdRun) {
   model.prefill(resumed, std::span(prompt).subspan(77), cached.data());
   SequenceState whole = model.new_sequence();
   model.prefill(whole, prompt, cold.data());
-  const double spread = testing::stddev(cold);
-  EXPECT_LT(max_abs_diff(cached, cold), 1e-5 * spread);
+  EXPECT_EQ(max_abs_diff(cached, cold), 0.0);
   EXPECT_EQ(resumed.tokens, whole.tokens);
+}
+
+// The next turn of a conversation: the snapshot holds a prompt and a decoded response. A cold run
+// prefills the response tokens, which the turn before decoded; batch invariance makes the two
+// bit for bit equal, and without it they differ by f32 rounding only.
+TEST_P(SnapshotRestore, NextTurnFromADecodedResponseMatchesAColdRun) {
+  const Checkpoint& ckpt = open_tiny(GetParam());
+  const std::vector<int32_t> conversation = random_tokens(140, 21);
+  const size_t prompt = 70, response = 20;
+  for (const bool invariant : {true, false}) {
+    RunOptions options = small_options(DType::BF16);
+    options.batch_invariant = invariant;
+    options.max_chunk = 64;  // the cold run's chunks take the tiled matmuls when not invariant
+    InklingModel model(ckpt, options);
+    SequenceState turn = model.new_sequence();
+    model.prefill(turn, std::span(conversation).first(prompt), nullptr);
+    for (size_t i = prompt; i < prompt + response; ++i) model.prefill(turn, std::span(conversation).subspan(i, 1), nullptr);
+    const StateSnapshot snap = model.snapshot(turn);
+    SequenceState resumed = model.new_sequence();
+    model.restore(snap, resumed);
+    std::vector<float> warm(static_cast<size_t>(model.vocab())), cold(warm.size());
+    model.prefill(resumed, std::span(conversation).subspan(prompt + response), warm.data());
+    SequenceState whole = model.new_sequence();
+    model.prefill(whole, conversation, cold.data());
+    const double diff = max_abs_diff(warm, cold), spread = testing::stddev(cold);
+    std::printf("[%s] next turn vs cold run%s: max |diff| %.3g, logits std %.3g\n", GetParam().c_str(),
+                invariant ? " (batch-invariant)" : "", diff, spread);
+    if (invariant)
+      EXPECT_EQ(diff, 0.0);
+    else
+      EXPECT_LT(diff, 1e-4 * spread);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, SnapshotRestore, ::testing::Values("original-bf16", "mlx-4bit", "nvfp4"));

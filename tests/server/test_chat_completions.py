@@ -384,10 +384,12 @@ def test_prompt_cache_next_turn_reuses_state_and_matches_cold_logits(client, ser
     assert warm.usage.prompt_tokens == cold.usage.prompt_tokens
     w, c = warm.choices[0].logprobs.content, cold.choices[0].logprobs.content
     assert [e.token for e in w] == [e.token for e in c]
+    # f32 rounding at most: the cold run prefills the positions turn 1 decoded, and the prefill
+    # matmuls sum in another order (bit for bit with --batch-invariant, test_batching.py).
     for a, b in zip(w, c):
-        assert abs(a.logprob - b.logprob) < 1e-4
+        assert abs(a.logprob - b.logprob) < 1e-3
         for ta, tb in zip(a.top_logprobs, b.top_logprobs):
-            assert ta.token == tb.token and abs(ta.logprob - tb.logprob) < 1e-4
+            assert ta.token == tb.token and abs(ta.logprob - tb.logprob) < 1e-3
     metrics = server.get("/metrics").text
     assert float(metrics.split("\ninkling_prompt_cache_hits_total ")[1].split()[0]) >= 1
 

@@ -219,7 +219,7 @@ Runner add_bench(CLI::App& app) {
       if (args->json) {
         nlohmann::ordered_json out = {{"model", args->model}, {"layout", layout_label(ckpt->layout(), ckpt->config().quantization)},
                                       {"isa", kernels::isa_name()}, {"threads", threads},
-                                      {"precision", args->runtime.fast ? "fast" : "exact"},
+                                      {"precision", args->runtime.precision_label()},
                                       {"pp_tokens", args->prompt}, {"tg_tokens", args->generate},
                                       {"context", run.context}, {"state_mib_per_sequence", state_mib},
                                       {"peak_rss_gb", peak_rss_gb}, {"reps", args->reps}, {"batches", rows}};
@@ -229,7 +229,7 @@ Runner add_bench(CLI::App& app) {
       std::printf("%s, %s, %s, %s, %d threads; pp%d, tg%d per sequence; context %lld: %.1f MiB of KV + state per "
                   "sequence; peak RSS %.2f GB\n",
                   std::filesystem::path(args->model).filename().c_str(), layout_label(ckpt->layout(), ckpt->config().quantization).c_str(),
-                  args->runtime.fast ? "fast" : "exact", kernels::isa_name(), threads, args->prompt, args->generate,
+                  args->runtime.precision_label().c_str(), kernels::isa_name(), threads, args->prompt, args->generate,
                   (long long)run.context, state_mib, peak_rss_gb);
       std::printf("| B | pp tok/s (all) | tg tok/s (all) | tg tok/s per sequence | tg vs B=1 | pp tok/s under B decodes | tg tok/s meanwhile |\n");
       std::printf("|---|---|---|---|---|---|---|\n");
@@ -324,7 +324,7 @@ Runner add_bench(CLI::App& app) {
     double peak_rss_gb = double(usage.ru_maxrss) * 1024.0 / 1e9;
     nlohmann::ordered_json out = {
         {"model", args->model}, {"layout", layout_label(ckpt->layout(), ckpt->config().quantization)}, {"isa", kernels::isa_name()},
-        {"threads", threads}, {"kv_dtype", args->runtime.kv_dtype}, {"precision", args->runtime.fast ? "fast" : "exact"},
+        {"threads", threads}, {"kv_dtype", args->runtime.kv_dtype}, {"precision", args->runtime.precision_label()},
         {"pp_tokens", args->prompt}, {"pp_tok_s", pp_median}, {"tg_tokens", args->generate}, {"tg_depth", args->depth},
         {"tg_end_position", tg_end_position}, {"tg_tok_s", tg_median},
         {"weight_bytes_per_token", int64_t(bytes_per_token)}, {"read_bandwidth_gb_s", bandwidth},
@@ -345,7 +345,7 @@ Runner add_bench(CLI::App& app) {
     std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     std::printf("| %s | %s | %s | %s | %d | %s | %.1f | %.2f | %.3f | %.1f | %.0f%% | %.1f | %.1f | %.2f | %.2f |\n",
                 std::filesystem::path(args->model).filename().c_str(), layout_label(ckpt->layout(), ckpt->config().quantization).c_str(),
-                args->runtime.fast ? "fast" : "exact", kernels::isa_name(),
+                args->runtime.precision_label().c_str(), kernels::isa_name(),
                 threads, weight_memory_label(*ckpt), pp_median, tg_median, bytes_per_token / 1e9, bandwidth, 100.0 * efficiency, prefill_gflops,
                 fma_peak, load_seconds, peak_rss_gb);
     return 0;

@@ -164,9 +164,10 @@ Runner add_serve(CLI::App& app) {
     serve::Engine engine(model, tokenizer, engine_options);
     state.engine = &engine;
     std::fprintf(stderr,
-                 "ready: %s, weights in %s; batches of up to %d requests / %lld tokens per step; KV budget %lld MiB "
-                 "(%lld MiB per full context); prompt cache %lld MiB\n",
-                 model_dir.c_str(), weight_memory_label(*checkpoint), args->parallel,
+                 "ready: %s, weights in %s, %s precision; batches of up to %d requests / %lld tokens per step; KV "
+                 "budget %lld MiB (%lld MiB per full context); prompt cache %lld MiB\n",
+                 model_dir.c_str(), weight_memory_label(*checkpoint), args->runtime.precision_label().c_str(),
+                 args->parallel,
                  (long long)engine.options().batch_tokens, (long long)(engine.options().kv_budget >> 20),
                  (long long)((model.state_bytes(run.context) + (1 << 20) - 1) >> 20), (long long)args->cache_ram_mib);
     std::fflush(stderr);

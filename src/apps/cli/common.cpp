@@ -48,6 +48,10 @@ void RuntimeArgs::add_to(CLI::App& app, const char* ctx_help) {
   app.add_flag("--fast", fast,
                "llama.cpp-style precision: bf16 activations in prefill products and bf16 decode, int8 (VNNI) "
                "activations for 4-bit decode (default: exact f32 activations)");
+  app.add_flag("--batch-invariant", batch_invariant,
+               "bit-for-bit reproducible logits: prompt tokens take the decode kernels, so a token's logits never "
+               "depend on how its sequence was chunked, batched with others, cached or decoded (prefill ~1.7x "
+               "slower; default: prefilled and decoded positions differ by f32 rounding)");
   app.add_flag("--mmap", mmap,
                "use the weights in place in the checkpoint's file mappings: ready at once, but decode reads "
                "them through 4 KiB pages and runs slower (default: copy them into transparent huge pages)");
@@ -105,6 +109,7 @@ RunOptions RuntimeArgs::apply() const {
   run.kv_dtype = kv_dtype == "f32" ? DType::F32 : DType::BF16;
   run.context = ctx;
   run.fast = fast;
+  run.batch_invariant = batch_invariant;
   return run;
 }
 
