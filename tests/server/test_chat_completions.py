@@ -388,8 +388,12 @@ def test_prompt_cache_next_turn_reuses_state_and_matches_cold_logits(client, ser
     # matmuls sum in another order (bit for bit with --batch-invariant, test_batching.py).
     for a, b in zip(w, c):
         assert abs(a.logprob - b.logprob) < 1e-3
-        for ta, tb in zip(a.top_logprobs, b.top_logprobs):
-            assert ta.token == tb.token and abs(ta.logprob - tb.logprob) < 1e-3
+        top_a = {t.token: t.logprob for t in a.top_logprobs}
+        top_b = {t.token: t.logprob for t in b.top_logprobs}
+        # Two near-tied alternatives may trade the last place; every token both list agrees.
+        assert len(top_a.keys() & top_b.keys()) >= len(top_a) - 1
+        for token in top_a.keys() & top_b.keys():
+            assert abs(top_a[token] - top_b[token]) < 1e-3, token
     metrics = server.get("/metrics").text
     assert float(metrics.split("\ninkling_prompt_cache_hits_total ")[1].split()[0]) >= 1
 
