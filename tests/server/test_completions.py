@@ -47,9 +47,30 @@ def test_seed_reproducible(client):
     assert a == b == s
 
 
+def test_token_id_prompt_is_the_same_prompt_as_its_text(client, server):
+    ids = server.post("/tokenize", {"content": "Once upon a time"}).json()["tokens"]
+    kw = dict(model="m", max_tokens=6, temperature=0, logprobs=2, extra_body={"cache_prompt": False})
+    by_text = client.completions.create(prompt="Once upon a time", **kw)
+    by_ids = client.completions.create(prompt=ids, **kw)
+    nested = client.completions.create(prompt=[ids], **kw)
+    assert by_ids.usage.prompt_tokens == nested.usage.prompt_tokens == by_text.usage.prompt_tokens == len(ids)
+    assert by_ids.choices[0].text == nested.choices[0].text == by_text.choices[0].text
+    assert by_ids.choices[0].logprobs.token_logprobs == by_text.choices[0].logprobs.token_logprobs
+    # Ids the tokenizer would never produce from text still go in as given (here: the first id twice).
+    doubled = client.completions.create(prompt=[ids[0]] + ids, **kw)
+    assert doubled.usage.prompt_tokens == len(ids) + 1
+
+
 def test_errors(server):
     assert server.post("/v1/completions", {"max_tokens": 3}).status_code == 400
     assert server.post("/v1/completions", {"prompt": ["a", "b"]}).status_code == 400
+    assert server.post("/v1/completions", {"prompt": []}).status_code == 400
+    assert server.post("/v1/completions", {"prompt": [[1, 2], [3]]}).status_code == 400
+    r = server.post("/v1/completions", {"prompt": [5, "x"]})
+    assert r.status_code == 400 and "prompt[1]" in r.json()["error"]["message"]
+    r = server.post("/v1/completions", {"prompt": [5, 10 ** 9]})
+    assert r.status_code == 400 and "prompt[1]" in r.json()["error"]["message"] and "vocabulary" in r.json()["error"]["message"]
+    assert server.post("/v1/completions", {"prompt": [-1]}).status_code == 400
     assert server.post("/v1/completions", {"prompt": "a", "echo": True}).status_code == 400
     r = server.post("/v1/completions", {"prompt": "a " * 2000})
     assert r.status_code == 400 and r.json()["error"]["n_ctx"] == 512

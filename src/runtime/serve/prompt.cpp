@@ -50,6 +50,7 @@ std::string render_prompt(const Request& request, const ChatTemplate& chat_templ
 }
 
 std::vector<int32_t> encode_prompt(const Request& request, const Tokenizer& tokenizer, const ChatTemplate& chat_template) {
+  if (request.raw_prompt_tokens) return *request.raw_prompt_tokens;
   if (request.raw_prompt) return tokenizer.encode(*request.raw_prompt, /*parse_special=*/true);
   return tokenizer.encode(render_prompt(request, chat_template), /*parse_special=*/true);
 }

@@ -60,7 +60,7 @@ int64_t effort_reasoning_tokens(const nlohmann::ordered_json& effort) {
 }
 
 int64_t reasoning_budget(const Request& request) {
-  if (request.raw_prompt) return -1;
+  if (request.is_raw()) return -1;
   int64_t budget = request.reasoning_budget_tokens >= 0
                        ? request.reasoning_budget_tokens
                        : effort_reasoning_tokens(request.reasoning_effort);

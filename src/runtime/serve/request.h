@@ -42,9 +42,12 @@ struct ToolSpec {
 enum class ToolChoice { Auto, None, Required, Function };
 
 struct Request {
-  // Chat: messages through the chat template. Raw: `raw_prompt` tokenized as is (completions).
+  // Chat: messages through the chat template. Raw (completions): `raw_prompt` tokenized as is,
+  // or `raw_prompt_tokens`, ids the client tokenized itself, used as they are.
   std::vector<Message> messages;
   std::optional<std::string> raw_prompt;
+  std::optional<std::vector<int32_t>> raw_prompt_tokens;
+  bool is_raw() const { return raw_prompt || raw_prompt_tokens; }
   std::vector<ToolSpec> tools;
   ToolChoice tool_choice = ToolChoice::Auto;
   std::string tool_choice_name;  // ToolChoice::Function

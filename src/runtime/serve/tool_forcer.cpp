@@ -5,7 +5,7 @@
 namespace inkling::serve {
 
 ToolCallForcer::ToolCallForcer(const Tokenizer& tokenizer, const Request& request) {
-  if (request.raw_prompt || request.tools.empty()) return;
+  if (request.is_raw() || request.tools.empty()) return;
   if (request.tool_choice != ToolChoice::Required && request.tool_choice != ToolChoice::Function) return;
   for (const ToolSpec& tool : request.tools) {
     if (request.tool_choice == ToolChoice::Function && tool.name != request.tool_choice_name) continue;

@@ -63,7 +63,7 @@ TurnOutput::TurnOutput(const Tokenizer& tokenizer, const Request& request, std::
     : tokenizer_(&tokenizer),
       request_(&request),
       call_id_prefix_(std::move(call_id_prefix)),
-      raw_(request.raw_prompt.has_value()),
+      raw_(request.is_raw()),
       parser_(tokenizer, OutputParserOptions{.stream_tool_calls = true}),
       decoder_(tokenizer, /*skip_special=*/true),
       stop_matcher_(request.stop) {}
