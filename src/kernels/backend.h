@@ -179,7 +179,8 @@ GgmlRowsQ8 ggml_rows_q8_avx2(GgmlType type);
 // The same kernels built with AVX-512 VNNI (ggml_q8_avx512vnni.cpp; call only when
 // cpu_has_avx512_vnni()): bit for bit the AVX2 ones' results, fewer instructions per dot.
 GgmlRowsQ8 ggml_rows_q8_avx512vnni(GgmlType type);
-// The build the active ISA takes: VNNI when it is AVX-512 and the CPU has VNNI, else AVX2.
+// The build the active ISA takes: VNNI when it is AVX-512, the CPU has VNNI and the type's dots
+// are vpdpbusd there (ggml_q8_avx2.cpp), else AVX2.
 GgmlRowsQ8 ggml_rows_q8(GgmlType type);
 
 // 256-entry E4M3 -> f32 table (NaN codes included) for the NVFP4 paths.

@@ -44,8 +44,32 @@ bool ggml_quantize_x_avx2(const float* x, int64_t cols, const GgmlQ8Buffers& out
 
 GgmlRowsQ8 ggml_rows_q8_avx2(GgmlType type) { return rows_q8_of(type); }
 
+namespace {
+
+// The types whose integer dots are vpdpbusd in the VNNI build: the 32-element blocks, Q4_K, Q5_K
+// and IQ4_XS. The others (Q2_K, Q3_K, Q6_K and the IQ1 / IQ2 / IQ3 grids) dot through vpmaddubsw
+// in both builds, and gcc's AVX-512 build of their grid loads is the slower one (IQ3_S 1.5x,
+// IQ3_XXS 1.2x on Zen 4; docs/gguf.md), so they take the AVX2 build.
+bool dots_through_vnni(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::IQ4_NL:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::IQ4_XS: return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
 GgmlRowsQ8 ggml_rows_q8(GgmlType type) {
-  if (active_isa() == Isa::Avx512 && cpu_has_avx512_vnni()) return ggml_rows_q8_avx512vnni(type);
+  if (active_isa() == Isa::Avx512 && cpu_has_avx512_vnni() && dots_through_vnni(type))
+    return ggml_rows_q8_avx512vnni(type);
   return ggml_rows_q8_avx2(type);
 }
 
