@@ -390,7 +390,7 @@ def test_prompt_cache_next_turn_reuses_state_and_matches_cold_logits(client, ser
         assert abs(a.logprob - b.logprob) < 1e-3
         top_a = {t.token: t.logprob for t in a.top_logprobs}
         top_b = {t.token: t.logprob for t in b.top_logprobs}
-        # Two near-tied alternatives may trade the last place; every token both list agrees.
+        # Two near-tied alternatives may trade the last place; every token both lists hold agrees.
         assert len(top_a.keys() & top_b.keys()) >= len(top_a) - 1
         for token in top_a.keys() & top_b.keys():
             assert abs(top_a[token] - top_b[token]) < 1e-3, token

@@ -92,6 +92,22 @@ const json* get_object(const json& object, const char* key) {
   return v;
 }
 
+std::vector<int32_t> get_token_ids(const json& ids, int64_t vocab_size, const std::string& param) {
+  std::vector<int32_t> out;
+  out.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::string where = param + "[" + std::to_string(i) + "]";
+    if (!ids[i].is_number_integer()) throw bad_request(where + " is not an integer token id", param);
+    const int64_t id = ids[i].get<int64_t>();
+    if (id < 0 || id >= vocab_size)
+      throw bad_request(where + " = " + std::to_string(id) + " is outside the vocabulary (0.." +
+                            std::to_string(vocab_size - 1) + ")",
+                        param);
+    out.push_back(int32_t(id));
+  }
+  return out;
+}
+
 std::vector<std::string> get_strings(const json& object, const char* key) {
   const json* v = field(object, key);
   if (!v) return {};

@@ -36,6 +36,8 @@ std::optional<int64_t> get_integer(const json& object, const char* key);
 std::optional<bool> get_bool(const json& object, const char* key);
 const json* get_array(const json& object, const char* key);
 const json* get_object(const json& object, const char* key);
+// An array of token ids, each an integer in [0, vocab_size); errors name the entry (param[i]).
+std::vector<int32_t> get_token_ids(const json& ids, int64_t vocab_size, const std::string& param);
 // A string or an array of strings (stop sequences).
 std::vector<std::string> get_strings(const json& object, const char* key);
 

@@ -71,23 +71,6 @@ class CompletionResponder final : public Responder {
   int64_t offset_ = 0;
 };
 
-std::vector<int32_t> token_ids(const json& prompt, const Tokenizer& tokenizer) {
-  std::vector<int32_t> ids;
-  ids.reserve(prompt.size());
-  for (size_t i = 0; i < prompt.size(); ++i) {
-    const json& t = prompt[i];
-    const std::string where = "prompt[" + std::to_string(i) + "]";
-    if (!t.is_number_integer()) throw bad_request(where + " is not an integer token id", "prompt");
-    const int64_t id = t.get<int64_t>();
-    if (id < 0 || id >= tokenizer.vocab_size())
-      throw bad_request(where + " = " + std::to_string(id) + " is outside the vocabulary (0.." +
-                            std::to_string(tokenizer.vocab_size() - 1) + ")",
-                        "prompt");
-    ids.push_back(int32_t(id));
-  }
-  return ids;
-}
-
 }  // namespace
 
 Prepared prepare_completion(const json& body, const DoorContext& context) {
@@ -101,7 +84,7 @@ Prepared prepare_completion(const json& body, const DoorContext& context) {
   if (prompt->is_string()) {
     r.raw_prompt = prompt->get<std::string>();
   } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number()) {
-    r.raw_prompt_tokens = token_ids(*prompt, *context.tokenizer);
+    r.raw_prompt_tokens = get_token_ids(*prompt, context.tokenizer->vocab_size(), "prompt");
   } else {
     throw bad_request("\"prompt\" must be a string or an array of token ids (one prompt per request)", "prompt");
   }

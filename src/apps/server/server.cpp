@@ -418,14 +418,7 @@ struct HttpServer::Impl {
       json body = parse_body(req.body);
       const json* tokens = get_array(body, "tokens");
       if (!tokens) throw bad_request("\"tokens\" (an array of ids) is required", "tokens");
-      std::vector<int32_t> ids;
-      for (const json& t : *tokens) {
-        if (!t.is_number_integer()) throw bad_request("\"tokens\" must hold integer ids", "tokens");
-        const int64_t id = t.get<int64_t>();
-        if (id < 0 || id >= state->tokenizer->vocab_size())
-          throw bad_request("token id " + std::to_string(id) + " is outside the vocabulary", "tokens");
-        ids.push_back(int32_t(id));
-      }
+      const std::vector<int32_t> ids = get_token_ids(*tokens, state->tokenizer->vocab_size(), "tokens");
       std::string text;
       try {
         text = state->tokenizer->decode(ids);
