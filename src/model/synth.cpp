@@ -264,6 +264,10 @@ void write_synthetic_checkpoint(const std::filesystem::path& dir, const SynthOpt
     for (int64_t dim : spec.shape) n *= dim;
     out.resize(size_t(n));
     uint64_t stream = splitmix64(seed ^ hash_name(spec.name));
+    if (options.separated_routing && spec.name.ends_with("mlp.gate.bias")) {
+      for (int64_t e = 0; e < n; ++e) out[size_t(e)] = 2.0f - 2.0f * float(e);
+      return;
+    }
     bool is_global_scale = spec.name.find("global_scale") != std::string::npos;
     if (is_global_scale) {
       // Dense: a plain multiplier; MoE: route_scale x global_scale ~ 1 total routing weight.

@@ -19,6 +19,10 @@ struct SynthOptions {
   TargetFormat format;
   SynthPreset preset = SynthPreset::Tiny;
   uint64_t seed = 0;
+  // The router's correction biases 2, 0, -2, ... by expert (a sigmoid score is in (0, 1)), so
+  // every token selects the first top-k experts and no rounding can flip a choice: for comparing
+  // two engines' greedy tokens, which a random router's near-tied scores part within a few tokens.
+  bool separated_routing = false;
   std::function<void(uint64_t done, uint64_t total)> progress;
 };
 

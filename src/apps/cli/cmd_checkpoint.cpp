@@ -14,6 +14,7 @@ Runner add_synth(CLI::App& app) {
   struct Args {
     std::string out, layout = "original-bf16", preset = "tiny";
     uint64_t seed = 0;
+    bool separated_routing = false;
   };
   auto args = std::make_shared<Args>();
   app.add_option("OUT", args->out, "output directory")->required();
@@ -21,11 +22,15 @@ Runner add_synth(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--preset", args->preset, "tiny | small | bench")->capture_default_str();
   app.add_option("--seed", args->seed, "random seed (same seed, same bytes)")->capture_default_str();
+  app.add_flag("--separated-routing", args->separated_routing,
+               "router biases that make every token pick the same experts, far from any tie (for comparing "
+               "engines' greedy tokens)");
   return [args] {
     SynthOptions options;
     options.format = parse_target_format(args->layout);
     options.preset = parse_synth_preset(args->preset);
     options.seed = args->seed;
+    options.separated_routing = args->separated_routing;
     Progress progress("synth " + args->preset + " " + args->layout);
     options.progress = std::ref(progress);
     write_synthetic_checkpoint(args->out, options);
