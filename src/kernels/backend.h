@@ -137,6 +137,11 @@ inline bool vnni_matvec_shape(const WeightMatrix& w) {
 // both variants; they give bit-identical results).
 void vnni_matvec_rows(const WeightMatrix& w, const PreparedX& x, int64_t row_begin,
                       int64_t row_end, float* y);
+// A decode batch of such a matrix, every xs[t] with x_q8 of the same number of digits:
+// y[t * ldy + r - row_begin] = W[r] . xs[t], each bit for bit vnni_matvec_rows' value, the codes
+// of a row decoded once for up to four tokens.
+void vnni_matvec_rows_multi(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin, int64_t row_end,
+                             float* y, int64_t ldy);
 void set_vnni_vbmi(bool enabled);
 bool vnni_vbmi();
 
@@ -150,6 +155,10 @@ void bf16_matmul_rows(const WeightMatrix& w, const uint16_t* x, int64_t n, int64
 // y[r - row_begin] = W[r] . x for bf16 W and x in bf16 (as bf16_round_rows writes it).
 void bf16_matvec_rows(const WeightMatrix& w, const uint16_t* x, int64_t row_begin, int64_t row_end,
                       float* y);
+// The same for a decode batch: y[t * ldy + r - row_begin] = W[r] . xs[t] for t < n, each bit for
+// bit bf16_matvec_rows' value, each row read once for up to four tokens.
+void bf16_matvec_rows_multi(const WeightMatrix& w, const uint16_t* const* xs, int n, int64_t row_begin,
+                            int64_t row_end, float* y, int64_t ldy);
 // linear_avx512.cpp: row r of w decoded to f32 (natural column order), any format.
 void avx512_decode_row(const WeightMatrix& w, int64_t r, float* out);
 

@@ -695,15 +695,6 @@ struct Iq1MRow {
   };
 };
 
-// f(std::integral_constant<int, count>()) for a run-time count in [1, kMax].
-template <int kMax, class F>
-inline void with_token_count(int count, const F& f) {
-  if constexpr (kMax > 1) {
-    if (count < kMax) return with_token_count<kMax - 1>(count, f);
-  }
-  f(std::integral_constant<int, kMax>());
-}
-
 // Tokens per pass over a block of rows in a decode batch; the block's codes stay in L1 from one
 // pass to the next, and only the first pass prefetches.
 constexpr int kPassTokens = 4;
@@ -718,21 +709,10 @@ void rows_q8(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begi
       Row::template row<1, true>(w.data + r * w.row_stride, blocks, xs, y + (r - row_begin), ldy);
     return;
   }
-  for (int64_t begin = row_begin; begin < row_end; begin += kBlockRows) {
-    const int64_t end = min_i64(row_end, begin + kBlockRows);
-    for (int t = 0; t < n; t += kPassTokens) {
-      with_token_count<kPassTokens>(n - t < kPassTokens ? n - t : kPassTokens, [&](auto tokens) {
-        constexpr int kTokens = decltype(tokens)::value;
-        for (int64_t r = begin; r < end; ++r) {
-          float* out = y + t * ldy + (r - row_begin);
-          if (t == 0)
-            Row::template row<kTokens, true>(w.data + r * w.row_stride, blocks, xs + t, out, ldy);
-          else
-            Row::template row<kTokens, false>(w.data + r * w.row_stride, blocks, xs + t, out, ldy);
-        }
-      });
-    }
-  }
+  in_token_passes<kPassTokens>(n, row_begin, row_end, kBlockRows, [&](auto tokens, auto first, int64_t r, int t) {
+    Row::template row<decltype(tokens)::value, bool(decltype(first)::value)>(w.data + r * w.row_stride, blocks,
+                                                                              xs + t, y + t * ldy + (r - row_begin), ldy);
+  });
 }
 
 // The row kernel of each type that has one; nullptr for the others.

@@ -425,38 +425,16 @@ void q8_matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begi
 // faster.
 constexpr int kQ8PassTokens = 4;
 
-// f(std::integral_constant<int, count>()) for a run-time count in [1, kMax].
-template <int kMax, class F>
-inline void with_token_count(int count, const F& f) {
-  if constexpr (kMax > 1) {
-    if (count < kMax) return with_token_count<kMax - 1>(count, f);
-  }
-  f(std::integral_constant<int, kMax>());
-}
-
 // A decode batch on x_q8 (every token's): per block of rows, the tokens in passes of
 // kQ8PassTokens over each row; the block's codes stay in L1 from one pass to the next, and only
 // the first pass prefetches.
 template <class Row, int kParts>
 void q8_matvec_rows_multi_of(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin, int64_t row_end,
                              float* y, int64_t ldy) {
-  constexpr int kPass = kQ8PassTokens;
-  constexpr int64_t kBlockRows = 4;
-  for (int64_t begin = row_begin; begin < row_end; begin += kBlockRows) {
-    const int64_t end = min_i64(row_end, begin + kBlockRows);
-    for (int t = 0; t < n; t += kPass) {
-      with_token_count<kPass>(n - t < kPass ? n - t : kPass, [&](auto tokens) {
-        constexpr int kTokens = decltype(tokens)::value;
-        for (int64_t r = begin; r < end; ++r) {
-          float* out = y + t * ldy + (r - row_begin);
-          if (t == 0)
-            Row::template row<kParts, kTokens, true>(w, r, xs + t, out, ldy);
-          else
-            Row::template row<kParts, kTokens, false>(w, r, xs + t, out, ldy);
-        }
-      });
-    }
-  }
+  in_token_passes<kQ8PassTokens>(n, row_begin, row_end, 4, [&](auto tokens, auto first, int64_t r, int t) {
+    Row::template row<kParts, decltype(tokens)::value, bool(decltype(first)::value)>(w, r, xs + t,
+                                                                                     y + t * ldy + (r - row_begin), ldy);
+  });
 }
 
 void q8_matvec_rows_multi(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin, int64_t row_end,

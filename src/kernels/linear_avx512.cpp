@@ -613,10 +613,24 @@ struct Kernel512 {
   }
 };
 
-// Decode batches token by token through the matvec kernels (vnni_rows.h, bf16_matvec_rows among
-// them), a block of rows at a time so the rows are read from memory once.
+// Decode batches: bf16 rows on bf16 x (fast precision) and 4-bit rows (affine, NVFP4) on x_q8 have
+// multi-token kernels (each row's codes loaded and decoded once for several tokens); the others,
+// and batches in which some token lacks that x (an inf or NaN in it), go token by token through
+// the matvec kernels, a block of rows at a time so the rows are read from memory once.
 void matvec_rows_multi(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin, int64_t row_end,
                        float* y, int64_t ldy) {
+  constexpr int kMaxTokens = 64;
+  if (w.format == WeightFormat::BF16 && n <= kMaxTokens) {
+    const uint16_t* x_bf16[kMaxTokens];
+    bool all_bf16 = true;
+    for (int t = 0; t < n && all_bf16; ++t) all_bf16 = (x_bf16[t] = xs[t].x_bf16) != nullptr;
+    if (all_bf16) return bf16_matvec_rows_multi(w, x_bf16, n, row_begin, row_end, y, ldy);
+  }
+  if ((w.format == WeightFormat::Affine && w.bits == 4) || w.format == WeightFormat::NvFp4) {
+    bool all_q8 = true;
+    for (int t = 0; t < n && all_q8; ++t) all_q8 = xs[t].x_q8 && xs[t].x_q8_parts == xs[0].x_q8_parts;
+    if (all_q8) return vnni_matvec_rows_multi(w, xs, n, row_begin, row_end, y, ldy);
+  }
   matvec_rows_each_token(matvec_rows, w, xs, n, row_begin, row_end, y, ldy);
 }
 

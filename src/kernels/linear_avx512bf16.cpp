@@ -177,6 +177,45 @@ void add_offset_terms(const float* offsets, int64_t groups, int64_t rows, const 
   }
 }
 
+// Row r of w against kTokens bf16 x's: each row load serves every token, and token t's four
+// accumulators see the same vdpbf16ps in the same order whatever kTokens is, so a token's value
+// is bit for bit its matvec's (kTokens = 1). Four accumulators per token hide the vdpbf16ps
+// latency; prefetched ahead in the row's stream (kRowPrefetchBytes, non-temporal) when kPrefetch.
+template <int kTokens, bool kPrefetch>
+inline void bf16_row_tokens(const uint16_t* row, int64_t cols, const uint16_t* const* xs, float* y, int64_t ldy) {
+  __m512 acc[kTokens][4];
+#pragma GCC unroll 8
+  for (int t = 0; t < kTokens; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 128 <= cols; k += 128) {
+    if constexpr (kPrefetch) {
+      const char* ahead = reinterpret_cast<const char*>(row + k) + kRowPrefetchBytes;
+#pragma GCC unroll 4
+      for (int line = 0; line < 4; ++line) _mm_prefetch(ahead + 64 * line, _MM_HINT_NTA);
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const __m512bh weights = __m512bh(_mm512_loadu_si512(row + k + 32 * j));
+#pragma GCC unroll 8
+      for (int t = 0; t < kTokens; ++t)
+        acc[t][j] = _mm512_dpbf16_ps(acc[t][j], weights, __m512bh(_mm512_loadu_si512(xs[t] + k + 32 * j)));
+    }
+  }
+  for (; k < cols; k += 32) {
+    const __m512bh weights = __m512bh(_mm512_maskz_loadu_epi16(tail_mask32(cols - k), row + k));
+#pragma GCC unroll 8
+    for (int t = 0; t < kTokens; ++t)
+      acc[t][0] = _mm512_dpbf16_ps(acc[t][0], weights, __m512bh(_mm512_loadu_si512(xs[t] + k)));
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < kTokens; ++t)
+    y[t * ldy] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]), _mm512_add_ps(acc[t][2], acc[t][3])));
+}
+
+// Tokens per pass over a block of rows in a decode batch: 4 x 4 accumulators, and per 128
+// columns 4 weight loads for 16 x loads and 16 vdpbf16ps (token by token: 32 loads).
+constexpr int kBf16PassTokens = 4;
+
 }  // namespace
 
 void bf16_round_rows(const float* x, int64_t n, int64_t cols, uint16_t* out) {
@@ -185,32 +224,23 @@ void bf16_round_rows(const float* x, int64_t n, int64_t cols, uint16_t* out) {
 }
 
 // One row at a time, so each thread reads one stream strictly in order (what the prefetchers
-// follow best), prefetched ahead in software (kRowPrefetchBytes, non-temporal); four
-// accumulators hide the vdpbf16ps latency.
+// follow best).
 void bf16_matvec_rows(const WeightMatrix& w, const uint16_t* x, int64_t row_begin, int64_t row_end,
                       float* y) {
-  const int64_t cols = w.cols;
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    const uint16_t* row = reinterpret_cast<const uint16_t*>(w.data + r * w.row_stride);
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t k = 0;
-    auto dot = [&](__m512 acc, int64_t at, __mmask32 mask) {
-      return _mm512_dpbf16_ps(acc, __m512bh(_mm512_maskz_loadu_epi16(mask, row + at)),
-                              __m512bh(_mm512_loadu_si512(x + at)));
-    };
-    const __mmask32 all = __mmask32(0xffffffffu);
-    for (; k + 128 <= cols; k += 128) {
-      const char* ahead = reinterpret_cast<const char*>(row + k) + kRowPrefetchBytes;
-#pragma GCC unroll 4
-      for (int line = 0; line < 4; ++line) _mm_prefetch(ahead + 64 * line, _MM_HINT_NTA);
-      a0 = dot(a0, k, all);
-      a1 = dot(a1, k + 32, all);
-      a2 = dot(a2, k + 64, all);
-      a3 = dot(a3, k + 96, all);
-    }
-    for (; k < cols; k += 32) a0 = dot(a0, k, tail_mask32(cols - k));
-    y[r - row_begin] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-  }
+  for (int64_t r = row_begin; r < row_end; ++r)
+    bf16_row_tokens<1, true>(reinterpret_cast<const uint16_t*>(w.data + r * w.row_stride), w.cols, &x,
+                             y + (r - row_begin), 1);
+}
+
+void bf16_matvec_rows_multi(const WeightMatrix& w, const uint16_t* const* xs, int n, int64_t row_begin,
+                            int64_t row_end, float* y, int64_t ldy) {
+  // Blocks of ~8 KiB of weights (as matvec_rows_each_token), so later passes find them in L1.
+  const int64_t fitting = (int64_t(8) << 10) / (2 * w.cols), block_rows = fitting > 1 ? fitting : 1;
+  in_token_passes<kBf16PassTokens>(n, row_begin, row_end, block_rows, [&](auto tokens, auto first, int64_t r, int t) {
+    bf16_row_tokens<decltype(tokens)::value, bool(decltype(first)::value)>(
+        reinterpret_cast<const uint16_t*>(w.data + r * w.row_stride), w.cols, xs + t, y + t * ldy + (r - row_begin),
+        ldy);
+  });
 }
 
 void bf16_matmul_rows(const WeightMatrix& w, const uint16_t* x, int64_t n, int64_t row_begin,

@@ -23,4 +23,9 @@ void vnni_vbmi_matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t r
   vnni_rows<true>(w, px, row_begin, row_end, y);
 }
 
+void vnni_vbmi_matvec_rows_multi(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin,
+                                  int64_t row_end, float* y, int64_t ldy) {
+  vnni_rows_multi<true>(w, xs, n, row_begin, row_end, y, ldy);
+}
+
 }  // namespace inkling::kernels::detail

@@ -30,6 +30,9 @@ std::atomic<bool>& vbmi_enabled() {
 void vnni_vbmi_matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin,
                            int64_t row_end, float* y);
 
+void vnni_vbmi_matvec_rows_multi(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin,
+                                  int64_t row_end, float* y, int64_t ldy);
+
 void set_vnni_vbmi(bool enabled) { vbmi_enabled().store(enabled && cpu_has_avx512_vbmi()); }
 bool vnni_vbmi() { return vbmi_enabled().load(std::memory_order_relaxed); }
 
@@ -37,6 +40,12 @@ void vnni_matvec_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_be
                       int64_t row_end, float* y) {
   if (vnni_vbmi()) return vnni_vbmi_matvec_rows(w, px, row_begin, row_end, y);
   vnni_rows<false>(w, px, row_begin, row_end, y);
+}
+
+void vnni_matvec_rows_multi(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin, int64_t row_end,
+                             float* y, int64_t ldy) {
+  if (vnni_vbmi()) return vnni_vbmi_matvec_rows_multi(w, xs, n, row_begin, row_end, y, ldy);
+  vnni_rows_multi<false>(w, xs, n, row_begin, row_end, y, ldy);
 }
 
 }  // namespace inkling::kernels::detail

@@ -45,6 +45,42 @@ constexpr int64_t kProbePrefetchBytes = 16384;
 // ran at half the affine rate until its second line was prefetched too).
 constexpr int64_t kPrefetchRows = 2;
 
+// A compile-time count (std::integral_constant without the std:: template, see above).
+template <int kCount>
+struct Count {
+  static constexpr int value = kCount;
+};
+
+// f(Count<count>()) for a run-time count in [1, kMax].
+template <int kMax, class F>
+inline void with_token_count(int count, const F& f) {
+  if constexpr (kMax > 1) {
+    if (count < kMax) return with_token_count<kMax - 1>(count, f);
+  }
+  f(Count<kMax>());
+}
+
+// A decode batch's loop: per block of `block_rows` rows, the n tokens in passes of up to kPass,
+// each pass over every row of the block, whose weights then stay in L1 from one pass to the
+// next. row(Count<tokens>(), Count<first pass>(), r, t) computes tokens t .. t + tokens - 1 of
+// row r; only the first pass should prefetch.
+template <int kPass, class RowFn>
+inline void in_token_passes(int n, int64_t row_begin, int64_t row_end, int64_t block_rows, const RowFn& row) {
+  for (int64_t begin = row_begin; begin < row_end; begin += block_rows) {
+    const int64_t end = min_i64(row_end, begin + block_rows);
+    for (int t = 0; t < n; t += kPass) {
+      with_token_count<kPass>(n - t < kPass ? n - t : kPass, [&](auto tokens) {
+        for (int64_t r = begin; r < end; ++r) {
+          if (t == 0)
+            row(tokens, Count<1>(), r, t);
+          else
+            row(tokens, Count<0>(), r, t);
+        }
+      });
+    }
+  }
+}
+
 // Tokens per block of X so the block (rows of `x_row_bytes`) stays in L2 (1 MiB on Zen 4) while
 // weight row blocks stream past it; a multiple of the register tile's token count.
 inline int64_t x_token_block(int64_t x_row_bytes, int64_t tile_tokens) {

@@ -125,8 +125,13 @@ inline __m512i low_nibbles(__m512i v) {
 }
 
 // kGroup: the affine group size, 8 .. 128 (vnni_matvec_shape). kParts: digits of x (1 or 3).
-template <bool kVbmi, int kGroup, int kParts>
-float affine4_row(const WeightMatrix& w, int64_t r, const PreparedX& px, int64_t prefetch_rows) {
+// Row r against kTokens x's (a decode batch; the matvec is kTokens = 1): the codes are loaded and
+// decoded once for all of them, and each token's integer dots, FMAs and sums are those of
+// kTokens = 1 in the same order, so its value is bit for bit its matvec's. kPrefetch: prefetch
+// the codes ahead and the params of row r + prefetch_rows (the first pass over a block of rows).
+template <bool kVbmi, int kGroup, int kParts, int kTokens, bool kPrefetch>
+void affine4_row(const WeightMatrix& w, int64_t r, const PreparedX* xs, int64_t prefetch_rows, float* y,
+                 int64_t ldy) {
   constexpr int kGroupsPerChunk = 128 / kGroup;
   constexpr int kChunksPerBlock = 16 / kGroupsPerChunk;  // chunks sharing one vector of 16 scales
   constexpr int kLaneShift = __builtin_ctz(unsigned(kGroup));
@@ -139,11 +144,15 @@ float affine4_row(const WeightMatrix& w, int64_t r, const PreparedX& px, int64_t
   // Two chains for the codes, alternating chunks: with one, the 4-cycle FMA latency per chunk
   // bounded a cache-resident row. The bias term has its own: in a cold stream the bias row may
   // arrive after the codes, and a shared chain would hold every FMA of the row back for it.
-  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()}, bias_acc = _mm512_setzero_ps();
+  __m512 acc[kTokens][2], bias_acc[kTokens];
+#pragma GCC unroll 4
+  for (int t = 0; t < kTokens; ++t) acc[t][0] = acc[t][1] = bias_acc[t] = _mm512_setzero_ps();
   const int64_t chunks = w.cols / 128, groups = w.cols / kGroup;
   const int64_t param_bytes = groups * (w.scale_dtype == DType::F32 ? 4 : 2);  // BF16 / F16 / F32
-  prefetch_lines(scales + prefetch_rows * w.scales_row_stride, param_bytes);
-  prefetch_lines(biases + prefetch_rows * w.biases_row_stride, param_bytes);
+  if constexpr (kPrefetch) {
+    prefetch_lines(scales + prefetch_rows * w.scales_row_stride, param_bytes);
+    prefetch_lines(biases + prefetch_rows * w.biases_row_stride, param_bytes);
+  }
   const __m512i high_nibbles = _mm512_set1_epi8(char(0xF0));
   const __m512i lane_column =
       _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120);
@@ -153,18 +162,21 @@ float affine4_row(const WeightMatrix& w, int64_t r, const PreparedX& px, int64_t
     constexpr bool kFull = decltype(full)::value;
     const int64_t first_group = first_chunk * kGroupsPerChunk;
     const __mmask16 mask = kFull ? __mmask16(0xffff) : tail_mask(groups - first_group);
-    const __m512 group_sums = _mm512_maskz_loadu_ps(mask, px.group_sums_q8 + first_group);
     const __m512 scale_block = load_params16(scales, w.scale_dtype, first_group, mask);
-    bias_acc = _mm512_fmadd_ps(load_params16(biases, w.scale_dtype, first_group, mask), group_sums, bias_acc);
+    const __m512 bias_block = load_params16(biases, w.scale_dtype, first_group, mask);
+#pragma GCC unroll 4
+    for (int t = 0; t < kTokens; ++t)
+      bias_acc[t] = _mm512_fmadd_ps(bias_block, _mm512_maskz_loadu_ps(mask, xs[t].group_sums_q8 + first_group),
+                                    bias_acc[t]);
 #pragma GCC unroll 16
     for (int c = 0; c < kChunksPerBlock; ++c) {
       const int64_t ch = first_chunk + c;
       if (!kFull && ch >= chunks) break;
-      const ChunkX<kParts> x = load_chunk_x<kParts>(px, ch);
       // Lane l of chunk c belongs to group c * kGroupsPerChunk + 8 l / kGroup of the block.
       const __m512i lane_scale = _mm512_add_epi32(_mm512_srli_epi32(lane_column, kLaneShift),
                                                   _mm512_set1_epi32(c * kGroupsPerChunk));
-      _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kRowPrefetchBytes), _MM_HINT_NTA);
+      if constexpr (kPrefetch)
+        _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kRowPrefetchBytes), _MM_HINT_NTA);
       const __m512i v = _mm512_loadu_si512(codes + 64 * ch);
       __m512i low, high;
       if constexpr (kTimes16) {
@@ -174,19 +186,26 @@ float affine4_row(const WeightMatrix& w, int64_t r, const PreparedX& px, int64_t
         low = low_nibbles<kVbmi>(v);
         high = low_nibbles<kVbmi>(_mm512_srli_epi16(v, 4));
       }
-      const __m512i dots = digit_dots<kParts>(_mm512_setzero_si512(), low, high, x);
-      const __m512 lane_scales = _mm512_mul_ps(_mm512_permutexvar_ps(lane_scale, scale_block), x.scale);
-      acc[c & 1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), lane_scales, acc[c & 1]);
+      const __m512 weight_scales = _mm512_permutexvar_ps(lane_scale, scale_block);
+#pragma GCC unroll 4
+      for (int t = 0; t < kTokens; ++t) {
+        const ChunkX<kParts> x = load_chunk_x<kParts>(xs[t], ch);
+        const __m512i dots = digit_dots<kParts>(_mm512_setzero_si512(), low, high, x);
+        acc[t][c & 1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), _mm512_mul_ps(weight_scales, x.scale), acc[t][c & 1]);
+      }
     }
   };
   const int64_t full_blocks = chunks / kChunksPerBlock;
   for (int64_t b = 0; b < full_blocks; ++b) block(b * kChunksPerBlock, std::true_type());
   if (full_blocks * kChunksPerBlock < chunks) block(full_blocks * kChunksPerBlock, std::false_type());
-  const __m512 codes_sum = _mm512_add_ps(acc[0], acc[1]);
-  // One digit entered the codes as 16 * code: scaling the sum by the exact 1/16 rounds as
-  // scaling each scale did.
-  return _mm512_reduce_add_ps(kTimes16 ? _mm512_fmadd_ps(codes_sum, _mm512_set1_ps(1.0f / 16.0f), bias_acc)
-                                       : _mm512_add_ps(codes_sum, bias_acc));
+#pragma GCC unroll 4
+  for (int t = 0; t < kTokens; ++t) {
+    const __m512 codes_sum = _mm512_add_ps(acc[t][0], acc[t][1]);
+    // One digit entered the codes as 16 * code: scaling the sum by the exact 1/16 rounds as
+    // scaling each scale did.
+    y[t * ldy] = _mm512_reduce_add_ps(kTimes16 ? _mm512_fmadd_ps(codes_sum, _mm512_set1_ps(1.0f / 16.0f), bias_acc[t])
+                                               : _mm512_add_ps(codes_sum, bias_acc[t]));
+  }
 }
 
 // 2 * fp4 + 12 for each E2M1 code at byte index & 15 (vpermb: the table repeats every 16
@@ -222,15 +241,18 @@ inline bool e4m3_nonnegative_finite(const uint8_t* bytes, int64_t n) {
 }
 
 // kParts: digits of x (1 or 3). With 3, |Q| < 2^23: 24 * 2^23 * 8 still fits in int32.
-// kNonNegativeScales: every block scale of the row passed e4m3_nonnegative_finite.
-template <bool kVbmi, int kParts, bool kNonNegativeScales>
-float nvfp4_row(const WeightMatrix& w, int64_t r, const PreparedX& px, int64_t prefetch_rows) {
+// kNonNegativeScales: every block scale of the row passed e4m3_nonnegative_finite. Row r against
+// kTokens x's, each token's arithmetic that of kTokens = 1 in the same order (affine4_row).
+template <bool kVbmi, int kParts, bool kNonNegativeScales, int kTokens, bool kPrefetch>
+void nvfp4_row(const WeightMatrix& w, int64_t r, const PreparedX* xs, int64_t prefetch_rows, float* y, int64_t ldy) {
   const uint8_t* codes = w.data + r * w.row_stride;
   const uint8_t* scales = w.scales + r * w.scales_row_stride;
-  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  __m512 acc[kTokens][2];
+#pragma GCC unroll 4
+  for (int t = 0; t < kTokens; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
   const __m512i table = nvfp4_biased_table();
   const int64_t chunks = w.cols / 128;
-  prefetch_lines(scales + prefetch_rows * w.scales_row_stride, w.cols / 16);
+  if constexpr (kPrefetch) prefetch_lines(scales + prefetch_rows * w.scales_row_stride, w.cols / 16);
   // One vector of 16 block scales covers two chunks (8 blocks of 16 columns each). As in
   // affine4_row, only the last pair may be a single chunk.
   auto pair = [&](int64_t first_chunk, auto both) {
@@ -241,32 +263,38 @@ float nvfp4_row(const WeightMatrix& w, int64_t r, const PreparedX& px, int64_t p
 #pragma GCC unroll 2
     for (int c = 0; c < kChunks; ++c) {
       const int64_t ch = first_chunk + c;
-      const ChunkX<kParts> x = load_chunk_x<kParts>(px, ch);
       // Lane l covers columns 8 l .. 8 l + 7: block l / 2 of this chunk.
       const __m512i spread = _mm512_add_epi32(
           _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), _mm512_set1_epi32(8 * c));
-      // -12 * sum(Q) takes the +12 of the weights back out: as the start of a one-digit dot, or
-      // added at the end of a three-digit one (its digits are shifted as they fold in).
-      const __m512i offset = _mm512_loadu_si512(px.x_q8_nvfp4_offset + 16 * ch);
-      _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kRowPrefetchBytes), _MM_HINT_NTA);
+      if constexpr (kPrefetch)
+        _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kRowPrefetchBytes), _MM_HINT_NTA);
       const __m512i v = _mm512_loadu_si512(codes + 64 * ch);
       const __m512i low = nvfp4_lookup<kVbmi>(v, table);
       const __m512i high = nvfp4_lookup<kVbmi>(_mm512_srli_epi16(v, 4), table);
-      __m512i dots;
-      if constexpr (kParts == 1) {
-        dots = digit_dots<kParts>(offset, low, high, x);
-      } else {
-        dots = _mm512_add_epi32(digit_dots<kParts>(_mm512_setzero_si512(), low, high, x), offset);
+      const __m512 weight_scales = _mm512_permutexvar_ps(spread, block_scales);
+#pragma GCC unroll 4
+      for (int t = 0; t < kTokens; ++t) {
+        const ChunkX<kParts> x = load_chunk_x<kParts>(xs[t], ch);
+        // -12 * sum(Q) takes the +12 of the weights back out: as the start of a one-digit dot, or
+        // added at the end of a three-digit one (its digits are shifted as they fold in).
+        const __m512i offset = _mm512_loadu_si512(xs[t].x_q8_nvfp4_offset + 16 * ch);
+        __m512i dots;
+        if constexpr (kParts == 1) {
+          dots = digit_dots<kParts>(offset, low, high, x);
+        } else {
+          dots = _mm512_add_epi32(digit_dots<kParts>(_mm512_setzero_si512(), low, high, x), offset);
+        }
+        acc[t][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), _mm512_mul_ps(weight_scales, x.scale), acc[t][c]);
       }
-      const __m512 lane_scales = _mm512_mul_ps(_mm512_permutexvar_ps(spread, block_scales), x.scale);
-      acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), lane_scales, acc[c]);
     }
   };
   int64_t first_chunk = 0;
   for (; first_chunk + 2 <= chunks; first_chunk += 2) pair(first_chunk, std::true_type());
   if (first_chunk < chunks) pair(first_chunk, std::false_type());
   // The table held 2 * fp4.
-  return _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1])) * (0.5f * w.global_scale);
+#pragma GCC unroll 4
+  for (int t = 0; t < kTokens; ++t)
+    y[t * ldy] = _mm512_reduce_add_ps(_mm512_add_ps(acc[t][0], acc[t][1])) * (0.5f * w.global_scale);
 }
 
 // Row at a time, each a call: computing the rows of a range in one function and reducing them
@@ -278,7 +306,26 @@ void affine4_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin,
                   float* y) {
   const int64_t prefetch_rows = prefetch_first_params(w, row_begin, row_end);
   for (int64_t r = row_begin; r < row_end; ++r)
-    y[r - row_begin] = affine4_row<kVbmi, kGroup, kParts>(w, r, px, prefetch_rows);
+    affine4_row<kVbmi, kGroup, kParts, 1, true>(w, r, &px, prefetch_rows, y + (r - row_begin), 1);
+}
+
+// Tokens per pass of a decode batch: one digit keeps 4 tokens' x (2 registers each) and
+// accumulators (3) in registers beside the codes; three digits (6 registers of x) take 2.
+template <int kParts>
+constexpr int kAffinePassTokens = kParts == 1 ? 4 : 2;
+
+// A decode batch: per block of ~8 KiB of rows (they stay in L1 from one pass to the next), the
+// tokens in passes of kAffinePassTokens; only the first pass prefetches.
+template <bool kVbmi, int kGroup, int kParts>
+void affine4_rows_multi(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin, int64_t row_end,
+                        float* y, int64_t ldy) {
+  const int64_t prefetch_rows = prefetch_first_params(w, row_begin, row_end);
+  const int64_t fitting = (int64_t(8) << 10) / w.row_stride, block_rows = fitting > 1 ? fitting : 1;
+  in_token_passes<kAffinePassTokens<kParts>>(n, row_begin, row_end, block_rows,
+                                             [&](auto tokens, auto first, int64_t r, int t) {
+    affine4_row<kVbmi, kGroup, kParts, decltype(tokens)::value, bool(decltype(first)::value)>(
+        w, r, xs + t, prefetch_rows, y + t * ldy + (r - row_begin), ldy);
+  });
 }
 
 template <bool kVbmi, int kParts>
@@ -288,8 +335,11 @@ void nvfp4_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, i
   for (int64_t r = row_begin; r < row_end; ++r) {
     const bool nonnegative =
         w.scales_nonnegative_finite || e4m3_nonnegative_finite(w.scales + r * w.scales_row_stride, scale_bytes);
-    y[r - row_begin] = nonnegative ? nvfp4_row<kVbmi, kParts, true>(w, r, px, prefetch_rows)
-                                   : nvfp4_row<kVbmi, kParts, false>(w, r, px, prefetch_rows);
+    float* out = y + (r - row_begin);
+    if (nonnegative)
+      nvfp4_row<kVbmi, kParts, true, 1, true>(w, r, &px, prefetch_rows, out, 1);
+    else
+      nvfp4_row<kVbmi, kParts, false, 1, true>(w, r, &px, prefetch_rows, out, 1);
   }
 }
 
@@ -311,4 +361,48 @@ void vnni_rows(const WeightMatrix& w, const PreparedX& px, int64_t row_begin, in
                float* y) {
   if (px.x_q8_parts == 3) return vnni_rows_parts<kVbmi, 3>(w, px, row_begin, row_end, y);
   vnni_rows_parts<kVbmi, 1>(w, px, row_begin, row_end, y);
+}
+
+// The same for NVFP4 rows.
+template <bool kVbmi, int kParts>
+void nvfp4_rows_multi(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin, int64_t row_end, float* y,
+                      int64_t ldy) {
+  const int64_t scale_bytes = w.cols / 16, prefetch_rows = prefetch_first_params(w, row_begin, row_end);
+  const int64_t fitting = (int64_t(8) << 10) / w.row_stride, block_rows = fitting > 1 ? fitting : 1;
+  in_token_passes<kAffinePassTokens<kParts>>(n, row_begin, row_end, block_rows,
+                                             [&](auto tokens, auto first, int64_t r, int t) {
+    constexpr int kTokens = decltype(tokens)::value;
+    constexpr bool kFirst = bool(decltype(first)::value);
+    const bool nonnegative =
+        w.scales_nonnegative_finite || e4m3_nonnegative_finite(w.scales + r * w.scales_row_stride, scale_bytes);
+    float* out = y + t * ldy + (r - row_begin);
+    if (nonnegative)
+      nvfp4_row<kVbmi, kParts, true, kTokens, kFirst>(w, r, xs + t, prefetch_rows, out, ldy);
+    else
+      nvfp4_row<kVbmi, kParts, false, kTokens, kFirst>(w, r, xs + t, prefetch_rows, out, ldy);
+  });
+}
+
+// A decode batch of affine 4-bit rows, every token with x_q8 of kParts digits.
+template <bool kVbmi, int kParts>
+void affine4_rows_multi_parts(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin, int64_t row_end,
+                              float* y, int64_t ldy) {
+  switch (w.group_size) {
+    case 8: return affine4_rows_multi<kVbmi, 8, kParts>(w, xs, n, row_begin, row_end, y, ldy);
+    case 16: return affine4_rows_multi<kVbmi, 16, kParts>(w, xs, n, row_begin, row_end, y, ldy);
+    case 32: return affine4_rows_multi<kVbmi, 32, kParts>(w, xs, n, row_begin, row_end, y, ldy);
+    case 64: return affine4_rows_multi<kVbmi, 64, kParts>(w, xs, n, row_begin, row_end, y, ldy);
+    default: return affine4_rows_multi<kVbmi, 128, kParts>(w, xs, n, row_begin, row_end, y, ldy);
+  }
+}
+
+template <bool kVbmi>
+void vnni_rows_multi(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin, int64_t row_end, float* y,
+                     int64_t ldy) {
+  if (w.format == WeightFormat::NvFp4) {
+    if (xs[0].x_q8_parts == 3) return nvfp4_rows_multi<kVbmi, 3>(w, xs, n, row_begin, row_end, y, ldy);
+    return nvfp4_rows_multi<kVbmi, 1>(w, xs, n, row_begin, row_end, y, ldy);
+  }
+  if (xs[0].x_q8_parts == 3) return affine4_rows_multi_parts<kVbmi, 3>(w, xs, n, row_begin, row_end, y, ldy);
+  affine4_rows_multi_parts<kVbmi, 1>(w, xs, n, row_begin, row_end, y, ldy);
 }
