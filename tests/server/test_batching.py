@@ -185,3 +185,38 @@ def test_batch_invariant_server_gives_a_cached_next_turn_the_cold_runs_bits(inva
     assert w["tokens"] == c["tokens"]
     assert w["token_logprobs"] == c["token_logprobs"]
     assert w["top_logprobs"] == c["top_logprobs"]
+
+
+def test_a_paced_prompt_keeps_the_streams_going_and_its_bits(checkpoint):
+    """--max-step-ms far below any step: a prompt that arrives while another request generates
+    advances the minimum 16 tokens a step beside it, and still gets the bits it gets alone."""
+    s = Server(checkpoint, "--parallel", "2", "--ctx", "2048", "--batch-invariant", "--max-step-ms", "0.001",
+               "--test-step-delay-ms", "5")
+    try:
+        assert "prompts cut to keep steps under 0.001 ms" in "\n".join(s.lines)
+        long_prompt = " ".join(f"word{i}" for i in range(200))
+        alone = complete(s, long_prompt, 8, cache_prompt=False)
+        prompt_tokens = alone["usage"]["prompt_tokens"]
+        assert prompt_tokens > 200
+        paced0 = metric(s, "inkling_batch_paced_steps_total")
+        assert paced0 == 0  # nothing generated beside the prompt: it took whole chunks
+        results = {}
+        streamer = threading.Thread(target=lambda: results.update(a=complete(s, "a long answer", 120, logprobs=None)))
+        streamer.start()
+        deadline = time.time() + 30 * TIME_SCALE
+        while time.time() < deadline and not any(slot["busy"] and slot["generated"] > 0 for slot in s.get("/slots").json()):
+            time.sleep(0.01)
+        steps0 = metric(s, "inkling_batch_steps_total")
+        paced = complete(s, long_prompt, 8, cache_prompt=False)
+        steps = metric(s, "inkling_batch_steps_total") - steps0
+        streamer.join(120 * TIME_SCALE)
+        assert results["a"]["usage"]["completion_tokens"] == 120
+        # 16 prompt tokens a step beside the decodes: at least prompt_tokens / 16 steps.
+        assert metric(s, "inkling_batch_paced_steps_total") - paced0 >= prompt_tokens // 16 - 1
+        assert steps >= prompt_tokens // 16
+        a, b = alone["choices"][0]["logprobs"], paced["choices"][0]["logprobs"]
+        assert a["tokens"] == b["tokens"]
+        assert a["token_logprobs"] == b["token_logprobs"]
+        assert a["top_logprobs"] == b["top_logprobs"]
+    finally:
+        s.stop()

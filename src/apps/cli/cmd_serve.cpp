@@ -44,7 +44,7 @@ Runner add_serve(CLI::App& app) {
     std::string model, host = "127.0.0.1", api_key, api_key_file, alias, cors, chat_template;
     int port = 8080, parallel = 4, test_step_delay_ms = 0;
     int64_t batch_tokens = 256, checkpoint_every = 1024;
-    double kv_budget_mib = 0, cache_ram_mib = 1024;
+    double kv_budget_mib = 0, cache_ram_mib = 1024, max_step_ms = 500;
     size_t max_body = 8u << 20;
     RuntimeArgs runtime;
     bool test_scripts = false;
@@ -62,6 +62,11 @@ Runner add_serve(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--batch-tokens", args->batch_tokens,
                  "tokens per batched step: one per generating request, the rest for prompt chunks")
+      ->capture_default_str();
+  app.add_option("--max-step-ms", args->max_step_ms,
+                 "while requests generate, cut new prompts' chunks so a step takes about this long at most "
+                 "(learnt from the steps run), so streams keep their pace; a prompt still advances 16 tokens a step "
+                 "(0: no cut, prompts take all of --batch-tokens)")
       ->capture_default_str();
   app.add_option("--kv-budget", args->kv_budget_mib,
                  "MiB of KV cache and state for running requests; a request reserves its prompt + max_tokens "
@@ -91,6 +96,7 @@ Runner add_serve(CLI::App& app) {
     if (!(args->kv_budget_mib >= 0 && args->kv_budget_mib < 1e9)) throw Error("--kv-budget must be 0..1e9 MiB");
     if (!(args->cache_ram_mib >= 0 && args->cache_ram_mib < 1e9)) throw Error("--cache-ram must be 0..1e9 MiB");
     if (args->checkpoint_every < 0) throw Error("--checkpoint-every must not be negative");
+    if (!(args->max_step_ms >= 0 && args->max_step_ms <= 3.6e6)) throw Error("--max-step-ms must be 0..3600000");
     RunOptions run = args->runtime.apply();
     run.max_chunk = args->batch_tokens;
     if (args->parallel < 1 || args->parallel > 256) throw Error("--parallel must be 1..256, got " + std::to_string(args->parallel));
@@ -157,18 +163,23 @@ Runner add_serve(CLI::App& app) {
     engine_options.kv_budget = int64_t(args->kv_budget_mib * 1048576.0);
     engine_options.cache_budget = int64_t(args->cache_ram_mib * 1048576.0);
     engine_options.checkpoint_every = args->checkpoint_every;
+    engine_options.max_step_seconds = args->max_step_ms / 1000.0;
     engine_options.allow_scripts = args->test_scripts;
     engine_options.test_step_delay_ms = args->test_step_delay_ms;
     engine_options.stop_ids = {checkpoint->config().eos_token_id};
     if (checkpoint->config().eos_token_id != 200006) engine_options.stop_ids.push_back(200006);
     serve::Engine engine(model, tokenizer, engine_options);
     state.engine = &engine;
+    char step_ms[32];
+    std::snprintf(step_ms, sizeof step_ms, "%g", args->max_step_ms);
+    const std::string step_target =
+        args->max_step_ms > 0 ? std::string(" (prompts cut to keep steps under ") + step_ms + " ms while requests generate)" : "";
     std::fprintf(stderr,
-                 "ready: %s, weights in %s, %s precision; batches of up to %d requests / %lld tokens per step; KV "
+                 "ready: %s, weights in %s, %s precision; batches of up to %d requests / %lld tokens per step%s; KV "
                  "budget %lld MiB (%lld MiB per full context); prompt cache %lld MiB\n",
                  model_dir.c_str(), weight_memory_label(*checkpoint), args->runtime.precision_label().c_str(),
                  args->parallel,
-                 (long long)engine.options().batch_tokens, (long long)(engine.options().kv_budget >> 20),
+                 (long long)engine.options().batch_tokens, step_target.c_str(), (long long)(engine.options().kv_budget >> 20),
                  (long long)((model.state_bytes(run.context) + (1 << 20) - 1) >> 20), (long long)args->cache_ram_mib);
     std::fflush(stderr);
     std::fflush(stderr);

@@ -287,6 +287,9 @@ struct HttpServer::Impl {
     metric("inkling_batch_sequences_total", "counter", "Sequences over all steps (divided by steps: the mean batch).",
            double(c.step_sequences));
     metric("inkling_batch_tokens_total", "counter", "Tokens over all steps.", double(c.step_tokens));
+    metric("inkling_batch_paced_steps_total", "counter",
+           "Steps whose prompt chunks --max-step-ms cut short so generating requests keep their pace.",
+           double(c.paced_steps));
     metric("inkling_kv_reserved_bytes", "gauge", "KV cache and state reserved by running requests.", double(c.kv_reserved));
     metric("inkling_kv_budget_bytes", "gauge", "The KV budget (--kv-budget).", double(c.kv_budget));
     metric("inkling_requests_waiting_for_memory", "gauge", "Queued requests that wait for KV budget.",

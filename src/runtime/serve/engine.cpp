@@ -92,7 +92,11 @@ struct Engine::Slot {
 };
 
 Engine::Engine(InklingModel& model, const Tokenizer& tokenizer, EngineOptions options)
-    : model_(&model), tokenizer_(&tokenizer), options_(std::move(options)), cache_(options_.cache_budget) {
+    : model_(&model),
+      tokenizer_(&tokenizer),
+      options_(std::move(options)),
+      cache_(options_.cache_budget),
+      pacer_(options_.max_step_seconds, options_.min_prompt_tokens_per_step, options_.parallel) {
   if (options_.parallel < 1) throw Error("--parallel must be at least 1");
   if (options_.prefill_chunk < 1) throw Error("the prefill chunk must be at least 1 token");
   if (options_.batch_tokens < 1 || options_.batch_tokens > model.max_step_tokens())
@@ -102,6 +106,7 @@ Engine::Engine(InklingModel& model, const Tokenizer& tokenizer, EngineOptions op
     throw Error("--parallel " + std::to_string(options_.parallel) + " is more than --batch-tokens " +
                 std::to_string(options_.batch_tokens) + ": every running sequence needs a token of each step");
   if (options_.checkpoint_every < 0) throw Error("the checkpoint interval must not be negative");
+  if (!(options_.max_step_seconds >= 0)) throw Error("--max-step-ms must not be negative");
   options_.prefill_chunk = std::min(options_.prefill_chunk, options_.batch_tokens);
   const int64_t full = model.state_bytes(model.options().context);
   if (options_.kv_budget <= 0) options_.kv_budget = int64_t(options_.parallel) * full;
@@ -382,14 +387,24 @@ void Engine::step(const std::vector<Slot*>& active) {
     prompt_share.push_back(0);
     --budget;
   }
+  const size_t decodes = items.size();
+  const int64_t allowance = pacer_.prompt_allowance(int(decodes), budget);
+  const bool cut = allowance < budget;
+  budget = allowance;
+  bool paced = false;  // the cut kept some prompt tokens out of this step
   std::vector<Slot*> prefilling;
   for (Slot* s : active)
     if (s->job && !s->pending && s->prompt_fed < s->job->prompt.size()) prefilling.push_back(s);
   std::sort(prefilling.begin(), prefilling.end(), [](const Slot* a, const Slot* b) { return a->admitted < b->admitted; });
   for (Slot* s : prefilling) {
-    if (budget <= 0) break;
+    if (budget <= 0) {
+      paced = paced || cut;
+      break;
+    }
     const std::vector<int32_t>& prompt = s->job->prompt;
-    size_t n = std::min({prompt.size() - s->prompt_fed, size_t(options_.prefill_chunk), size_t(budget)});
+    const size_t chunk = std::min(prompt.size() - s->prompt_fed, size_t(options_.prefill_chunk));
+    size_t n = std::min(chunk, size_t(budget));
+    paced = paced || (cut && n < chunk);
     const int64_t every = options_.checkpoint_every;
     if (every > 0 && cache_.enabled() && s->job->request.cache_prompt) {
       const size_t boundary = (s->prompt_fed / size_t(every) + 1) * size_t(every);
@@ -403,7 +418,11 @@ void Engine::step(const std::vector<Slot*>& active) {
     budget -= int64_t(n);
   }
   if (items.empty()) return;
-  forward(fed, items);
+  if (paced) {
+    std::lock_guard lock(mutex_);
+    ++counters_.paced_steps;
+  }
+  forward(fed, items, decodes);
   for (size_t i = 0; i < fed.size(); ++i) {
     Slot* s = fed[i];
     if (!s || !s->job) continue;
@@ -427,12 +446,18 @@ void Engine::step(const std::vector<Slot*>& active) {
 // The step's forward call. An item that would make the call throw (a token outside the
 // vocabulary, the context exceeded) fails its own request before the call; anything that still
 // throws leaves the step's states unknown, so every request in it fails, and the loop goes on.
-void Engine::forward(std::vector<Slot*>& fed, std::vector<BatchItem>& items) {
+void Engine::forward(std::vector<Slot*>& fed, std::vector<BatchItem>& items, size_t decodes) {
   std::vector<BatchItem> valid;
+  int valid_decodes = 0;
+  int64_t valid_prompt_tokens = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     try {
       model_->check_tokens(*items[i].state, items[i].tokens);
       valid.push_back(items[i]);
+      if (i < decodes)
+        ++valid_decodes;
+      else
+        valid_prompt_tokens += int64_t(items[i].tokens.size());
     } catch (const std::exception& e) {
       finish(*fed[i], FinishReason::Error, e.what());
       fed[i] = nullptr;
@@ -440,7 +465,9 @@ void Engine::forward(std::vector<Slot*>& fed, std::vector<BatchItem>& items) {
   }
   if (valid.empty()) return;
   try {
+    const Clock::time_point started = Clock::now();
     model_->forward_batch(valid);
+    pacer_.record(std::chrono::duration<double>(Clock::now() - started).count(), valid_decodes, valid_prompt_tokens);
   } catch (const std::exception& e) {
     for (Slot*& s : fed)
       if (s && s->job) {

@@ -32,6 +32,7 @@
 #include "runtime/grammar/matcher.h"
 #include "runtime/serve/prompt_cache.h"
 #include "runtime/serve/request.h"
+#include "runtime/serve/step_pacer.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace inkling::serve {
@@ -66,6 +67,10 @@ struct EngineOptions {
   int64_t kv_budget = 0;          // bytes of KV + state for running sequences (0: parallel x a full context)
   int64_t cache_budget = 0;       // bytes of prompt-cache snapshots (0: no snapshots; kept slot states still reused)
   int64_t checkpoint_every = 1024;  // snapshot long prompts every this many tokens (0: only at their end)
+  // While sequences decode, prompt chunks are cut so a step's estimated time stays under this
+  // (0: never cut), but a prompt always advances at least min_prompt_tokens_per_step a step.
+  double max_step_seconds = 0.0;
+  int64_t min_prompt_tokens_per_step = 16;
   bool allow_scripts = false;     // honour Request::scripted_output (tests only)
   int test_step_delay_ms = 0;     // tests only: sleep after every step
   std::vector<int32_t> stop_ids;  // ids that end a turn (EOS)
@@ -88,6 +93,7 @@ struct EngineCounters {
   int64_t cancelled = 0;
   int64_t cache_hits = 0, cached_prompt_tokens = 0;  // requests that reused a kept state or snapshot, tokens reused
   int64_t steps = 0, step_tokens = 0, step_sequences = 0;  // batched steps, tokens and sequences over all of them
+  int64_t paced_steps = 0;  // steps whose prompt chunks max_step_seconds cut short
   int64_t kv_reserved = 0, kv_budget = 0;                // bytes reserved by running sequences, the budget
   int64_t waiting_for_memory = 0;                        // queued requests that fit the budget only later
 };
@@ -128,7 +134,8 @@ class Engine {
   bool fits_now(const Job& job) const;  // within the budget beside the running requests' reservations
   void start(Slot& slot, std::unique_ptr<Job> job, size_t reused, std::shared_ptr<const StateSnapshot> snapshot);
   void step(const std::vector<Slot*>& active);
-  void forward(std::vector<Slot*>& fed, std::vector<BatchItem>& items);
+  // items[0, decodes) are decode tokens, the rest prompt chunks.
+  void forward(std::vector<Slot*>& fed, std::vector<BatchItem>& items, size_t decodes);
   void after_prefill(Slot& slot, size_t n);
   void sample(Slot& slot);
   void checkpoint(const Slot& slot);
@@ -146,6 +153,7 @@ class Engine {
   std::deque<std::unique_ptr<Job>> queue_;
   std::vector<std::unique_ptr<Slot>> slots_;
   PromptCache cache_;
+  StepPacer pacer_;  // the inference thread's only
   int64_t kv_reserved_ = 0;  // bytes reserved by the slots running a request
   EngineCounters counters_;
   int64_t next_id_ = 1;
