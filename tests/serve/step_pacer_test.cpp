@@ -39,15 +39,43 @@ TEST(StepPacer, APromptAlwaysAdvancesTheMinimum) {
   EXPECT_EQ(pacer.prompt_allowance(4, 10), 10);  // the budget still bounds it
 }
 
-TEST(StepPacer, AMixedStepMeasuresTheMarginalPromptToken) {
-  StepPacer pacer(0.5, 16, 8);
-  pacer.record(2.0, 0, 200);  // 10 ms a token, including the step's weight reads
+TEST(StepPacer, FitsTheFixedCostOfAnyPromptChunkAndItsCostPerToken) {
+  // Steps of F = 0.25 s (the prefill kernels' own pass over the weights) + 10 ms a prompt token,
+  // beside decodes of 0.1 s or alone.
+  StepPacer pacer(1.0, 16, 8);
   pacer.record(0.1, 4, 0);
-  pacer.record(0.3, 4, 40);   // (0.3 - 0.1) / 40 = 5 ms a token
-  EXPECT_NEAR(pacer.prompt_token_seconds(), 0.01 + 0.3 * (0.005 - 0.01), 1e-12);
-  for (int i = 0; i < 40; ++i) pacer.record(0.3, 4, 40);
-  EXPECT_NEAR(pacer.prompt_token_seconds(), 0.005, 1e-6);
-  EXPECT_NEAR(double(pacer.prompt_allowance(4, 250)), 80.0, 1.0);  // (0.5 - 0.1) / 0.005, the average still converging
+  pacer.record(0.25 + 2.0, 0, 200);
+  pacer.record(0.1 + 0.25 + 0.4, 4, 40);
+  pacer.record(0.1 + 0.25 + 1.0, 4, 100);
+  EXPECT_NEAR(pacer.prompt_token_seconds(), 0.01, 1e-9);
+  EXPECT_NEAR(pacer.prompt_fixed_seconds(), 0.25, 1e-9);
+  EXPECT_NEAR(double(pacer.prompt_allowance(4, 250)), 65.0, 1.0);  // (1.0 - 0.1 - 0.25) / 0.01
+  StepPacer tight(0.5, 16, 8);
+  tight.record(0.1, 4, 0);
+  tight.record(0.25 + 2.0, 0, 200);
+  tight.record(0.1 + 0.25 + 0.4, 4, 40);
+  EXPECT_EQ(tight.prompt_allowance(4, 250), 16);  // no room beyond the fixed part: the minimum
+}
+
+TEST(StepPacer, ChunksOfOneSizeChargeEachTokenItsShareOfTheFixedCost) {
+  StepPacer pacer(1.0, 16, 8);
+  pacer.record(0.1, 4, 0);
+  for (int i = 0; i < 5; ++i) pacer.record(0.1 + 0.25 + 0.16, 4, 16);
+  EXPECT_NEAR(pacer.prompt_token_seconds(), 0.41 / 16, 1e-9);
+  EXPECT_EQ(pacer.prompt_fixed_seconds(), 0.0);
+  EXPECT_EQ(pacer.prompt_allowance(4, 250), int64_t(0.9 / (0.41 / 16)));
+}
+
+TEST(StepPacer, OldStepsFadeFromTheFit) {
+  StepPacer pacer(1.0, 16, 8);
+  pacer.record(0.1, 4, 0);
+  pacer.record(0.1 + 5.0, 4, 100);  // a machine that was busy with something else
+  for (int i = 0; i < 60; ++i) {
+    pacer.record(0.1 + 0.2 + 0.01 * 50, 4, 50);
+    pacer.record(0.1 + 0.2 + 0.01 * 100, 4, 100);
+  }
+  EXPECT_NEAR(pacer.prompt_token_seconds(), 0.01, 1e-4);
+  EXPECT_NEAR(pacer.prompt_fixed_seconds(), 0.2, 1e-2);
 }
 
 TEST(StepPacer, UnmeasuredDecodeCountsInterpolateBetweenTheirNeighbours) {

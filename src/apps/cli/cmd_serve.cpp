@@ -44,7 +44,7 @@ Runner add_serve(CLI::App& app) {
     std::string model, host = "127.0.0.1", api_key, api_key_file, alias, cors, chat_template;
     int port = 8080, parallel = 4, test_step_delay_ms = 0;
     int64_t batch_tokens = 256, checkpoint_every = 1024;
-    double kv_budget_mib = 0, cache_ram_mib = 1024, max_step_ms = 500;
+    double kv_budget_mib = 0, cache_ram_mib = 1024, max_step_ms = 0;
     size_t max_body = 8u << 20;
     RuntimeArgs runtime;
     bool test_scripts = false;
@@ -65,8 +65,8 @@ Runner add_serve(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--max-step-ms", args->max_step_ms,
                  "while requests generate, cut new prompts' chunks so a step takes about this long at most "
-                 "(learnt from the steps run), so streams keep their pace; a prompt still advances 16 tokens a step "
-                 "(0: no cut, prompts take all of --batch-tokens)")
+                 "(learnt from the steps run): streams keep their pace, new prompts wait longer for their first "
+                 "token; a prompt still advances 16 tokens a step (0: no cut, prompts take all of --batch-tokens)")
       ->capture_default_str();
   app.add_option("--kv-budget", args->kv_budget_mib,
                  "MiB of KV cache and state for running requests; a request reserves its prompt + max_tokens "
