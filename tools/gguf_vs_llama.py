@@ -37,10 +37,10 @@ def run(args, env=None):
     return result.stdout
 
 
-def ours(inkling, model, prompt, n, threads, out, isa=None, kv="f32", fast=False):
+def ours(inkling, model, prompt, n, threads, out, isa=None, kv="f32", flags=()):
     env = {**os.environ, **({"INKLING_ISA": isa} if isa else {})}
     stdout = run([inkling, "generate", "-m", model, "--prompt-ids", ",".join(map(str, prompt)), "-n", n, "--temp", "0",
-                  "--print-ids", "--mmap", "-t", threads, "--kv-dtype", kv, "--logits-out", out] + (["--fast"] if fast else []),
+                  "--print-ids", "--mmap", "-t", threads, "--kv-dtype", kv, "--logits-out", out] + list(flags),
                  env)
     return [int(i) for i in stdout.strip().splitlines()[-1].split(",")], np.load(out)
 
@@ -99,7 +99,10 @@ def main():
                         help="KV cache type: f32 on both sides (default), or ours bf16 and llama.cpp's f16 (their defaults)")
     parser.add_argument("--fast", action="store_true",
                         help="our GGUF runs with --fast: activations rounded to int8 per 32 columns before the ggml "
-                             "products, as llama.cpp's CPU kernels round them (the safetensors reference stays exact)")
+                             "products, near llama.cpp's rounding but not it (the safetensors reference stays exact)")
+    parser.add_argument("--llama-rounding", action="store_true",
+                        help="our GGUF runs with --llama-rounding: activations rounded exactly as llama.cpp's CPU "
+                             "kernels round them for each weight type (Q8_0, Q8_1, Q8_K)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args()
     if args.prompt_ids:
@@ -118,7 +121,8 @@ def main():
             vs_llama, vs_checkpoint = [], []
             for i, prompt in enumerate(prompts):
                 our_ids, our_logits = ours(args.inkling, model, prompt, args.n, args.t, tmp / "ours.npy", args.isa, args.kv,
-                                           args.fast)
+                                           (["--fast"] if args.fast else []) +
+                                           (["--llama-rounding"] if args.llama_rounding else []))
                 llama_ids, llama_logits = llama(args.llama_logits, model, prompt, args.n, args.t, tmp / "llama.npy",
                                               "f32" if args.kv == "f32" else "f16")
                 vs_llama.append(compare(our_ids, our_logits, llama_ids, llama_logits))

@@ -179,6 +179,17 @@ struct GgmlQ8Buffers {
   float* sums32;
 };
 bool ggml_quantize_x_avx2(const float* x, int64_t cols, const GgmlQ8Buffers& out);
+// How x_g8 is rounded. Fine32: ours above (Q8_0's codes with an f32 scale, for every type). The
+// others: as llama.cpp's CPU kernels round x for a weight type (its vec_dot_type), so a GGUF's
+// products follow llama.cpp's to f32 rounding. Q8_0 (Q8_0, Q4_0, Q5_0, IQ4_NL weights): the f16
+// scale. Q8_1 (Q4_1, Q5_1): Q8_0's codes and scale, sums32 = f16(d * sum of codes). Q8_K (the K
+// and the other IQ types): one scale per 256 columns, -127 over the signed largest x, in every
+// per-32 slot of x_g8_scale.
+enum class GgmlXRounding { Fine32, Q8_0, Q8_1, Q8_K };
+GgmlXRounding llama_x_rounding(GgmlType type);
+// x_g8 and friends rounded as `rounding` says (not Fine32; ggml_llama_rounding.cpp, portable).
+// False when x has an inf or NaN, or Q8_K's cols is not a multiple of 256.
+bool ggml_quantize_x_like_llama(const float* x, int64_t cols, GgmlXRounding rounding, const GgmlQ8Buffers& out);
 // The integer decode of a ggml block type on x_g8 (every block type; nullptr for F32, F16 and
 // BF16): y[t * ldy + r - row_begin] = W[r] . x^_t for t < n, every xs[t] with x_g8, each token's
 // value bit for bit the same whatever n is (a decode batch reads each row once).

@@ -57,7 +57,13 @@ std::atomic<MatmulPrecision>& precision_setting() {
 }
 
 bool fast_precision() {
-  return precision_setting().load(std::memory_order_relaxed) == MatmulPrecision::Bf16Activations;
+  return precision_setting().load(std::memory_order_relaxed) != MatmulPrecision::Exact;
+}
+
+detail::GgmlXRounding x_rounding_for(GgmlType type) {
+  return precision_setting().load(std::memory_order_relaxed) == MatmulPrecision::LlamaCppActivations
+             ? detail::llama_x_rounding(type)
+             : detail::GgmlXRounding::Fine32;
 }
 
 bool fast_mode(const Backend& backend) { return backend.isa == Isa::Avx512 && fast_precision(); }
@@ -121,9 +127,14 @@ struct PrepareCache {
   AlignedVector<int32_t> x_q8_nvfp4_offset;
   bool has_bf16 = false;
   AlignedVector<uint16_t> x_bf16;
-  bool has_g8 = false, g8_ok = false;
-  AlignedVector<int8_t> x_g8;
-  AlignedVector<float> x_g8_scale, x_g8_sum16, x_g8_sum32;
+  // One x_g8 per rounding: a layer's q / k / v share x but may differ in type (Q4_K_M's Q8_0
+  // attn_k and attn_v beside a Q4_K attn_q), and all of a batch's products point into the cache.
+  struct G8 {
+    bool has = false, ok = false;
+    AlignedVector<int8_t> digits;
+    AlignedVector<float> scale, sum16, sum32;
+  };
+  std::array<G8, 4> g8;
 };
 
 // PreparedX::x_q8 and friends (see backend.h), with `parts` int8 digits per column. False when x
@@ -167,7 +178,8 @@ void revalidate(PrepareCache& cache, const float* x, int64_t cols, const Backend
   cache.x = x;
   cache.cols = cols;
   cache.x_copy.assign(x, x + cols);
-  cache.has_split = cache.has_lanes = cache.has_q8 = cache.has_bf16 = cache.has_g8 = false;
+  cache.has_split = cache.has_lanes = cache.has_q8 = cache.has_bf16 = false;
+  for (PrepareCache::G8& g8 : cache.g8) g8.has = false;
   cache.sums_group = cache.q8_sums_group = 0;
 }
 
@@ -181,20 +193,23 @@ PreparedX prepare(const WeightMatrix& w, const float* x, const Backend& backend,
   // (llama.cpp's q8 activations); exact precision keeps the f32 decode kernels.
   if (w.format == WeightFormat::Ggml) {
     if (backend.isa == Isa::Avx2 && fast_precision() && cols % 32 == 0 && detail::ggml_rows_q8_avx2(w.ggml_type)) {
-      if (!cache.has_g8) {
-        cache.x_g8.resize(size_t(cols));
-        cache.x_g8_scale.resize(size_t(cols / 32));
-        cache.x_g8_sum16.resize(size_t(cols / 16));
-        cache.x_g8_sum32.resize(size_t(cols / 32));
-        cache.g8_ok = detail::ggml_quantize_x_avx2(
-            x, cols, {cache.x_g8.data(), cache.x_g8_scale.data(), cache.x_g8_sum16.data(), cache.x_g8_sum32.data()});
-        cache.has_g8 = true;
+      const detail::GgmlXRounding rounding = x_rounding_for(w.ggml_type);
+      PrepareCache::G8& g8 = cache.g8[size_t(rounding)];
+      if (!g8.has) {
+        g8.digits.resize(size_t(cols));
+        g8.scale.resize(size_t(cols / 32));
+        g8.sum16.resize(size_t(cols / 16));
+        g8.sum32.resize(size_t(cols / 32));
+        const detail::GgmlQ8Buffers out{g8.digits.data(), g8.scale.data(), g8.sum16.data(), g8.sum32.data()};
+        g8.ok = rounding == detail::GgmlXRounding::Fine32 ? detail::ggml_quantize_x_avx2(x, cols, out)
+                                                          : detail::ggml_quantize_x_like_llama(x, cols, rounding, out);
+        g8.has = true;
       }
-      if (cache.g8_ok) {
-        prepared.x_g8 = cache.x_g8.data();
-        prepared.x_g8_scale = cache.x_g8_scale.data();
-        prepared.x_g8_sum16 = cache.x_g8_sum16.data();
-        prepared.x_g8_sum32 = cache.x_g8_sum32.data();
+      if (g8.ok) {
+        prepared.x_g8 = g8.digits.data();
+        prepared.x_g8_scale = g8.scale.data();
+        prepared.x_g8_sum16 = g8.sum16.data();
+        prepared.x_g8_sum32 = g8.sum32.data();
       }
     }
     return prepared;

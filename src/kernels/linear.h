@@ -16,8 +16,12 @@ namespace inkling::kernels {
 //    X to bf16 and use vdpbf16ps (CPUs with AVX512_BF16; ~2e-3 RMS, < 1.5e-2 worst, of the output RMS), bf16
 //    matvecs do the same with x, and the 4-bit matvecs quantize x to int8 per 8 columns for VNNI
 //    (CPUs with AVX512_VNNI; ~4e-3 RMS). Elsewhere both modes compute the same thing.
+//  LlamaCppActivations: Bf16Activations, except that GGUF block-type weights on the integer decode
+//    kernels see x rounded as llama.cpp's CPU backend rounds it for that type (Q8_0 with an f16
+//    scale, Q8_1, or Q8_K per 256 columns), so the logits of a GGUF follow llama.cpp's on it to
+//    f32 rounding (the agreement mode; docs/gguf.md).
 // INKLING_EXACT=1 in the environment selects Exact at start-up.
-enum class MatmulPrecision { Exact, Bf16Activations };
+enum class MatmulPrecision { Exact, Bf16Activations, LlamaCppActivations };
 void set_matmul_precision(MatmulPrecision precision);
 MatmulPrecision matmul_precision();
 

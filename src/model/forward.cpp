@@ -303,8 +303,9 @@ void InklingModel::forward_batch(std::span<const BatchItem> items) {
 
 void InklingModel::forward_step(std::span<const BatchItem> items, float* all_logits) {
   const TextConfig& c = config_;
-  kernels::set_matmul_precision(options_.fast ? kernels::MatmulPrecision::Bf16Activations
-                                              : kernels::MatmulPrecision::Exact);
+  kernels::set_matmul_precision(options_.llama_rounding ? kernels::MatmulPrecision::LlamaCppActivations
+                                : options_.fast         ? kernels::MatmulPrecision::Bf16Activations
+                                                        : kernels::MatmulPrecision::Exact);
   kernels::set_batch_invariant(options_.batch_invariant);
   const int64_t h = c.hidden_size;
   for (const BatchItem& item : items) reserve(*item.state, item.state->position + int64_t(item.tokens.size()));
@@ -504,9 +505,10 @@ void InklingModel::mlp(int layer, int64_t n) {
   const int64_t width = c.moe_width, total = routed + shared;
   {
     // Expert selection is discrete: rounding the activations to bf16 would flip near-tied choices,
-    // so the (small) router product is always exact.
+    // so the (small) router product is exact, unless llama.cpp's rounding is asked for (a
+    // quantized router then sees its x as llama.cpp's does).
     kernels::MatmulPrecision saved = kernels::matmul_precision();
-    kernels::set_matmul_precision(kernels::MatmulPrecision::Exact);
+    if (!options_.llama_rounding) kernels::set_matmul_precision(kernels::MatmulPrecision::Exact);
     kernels::matmul_mixed(mw.router, h_.data(), n, decode_rows_, router_logits_.data());
     kernels::set_matmul_precision(saved);
   }

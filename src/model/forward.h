@@ -24,6 +24,9 @@ struct RunOptions {
   // others or restored from a snapshot, decoded or prefilled. Prefill runs 1.6-1.7x slower. Off, a
   // prefilled position and a decoded one differ by f32 rounding (the matmuls sum in another order).
   bool batch_invariant = false;
+  // The agreement mode (kernels::MatmulPrecision::LlamaCppActivations): fast, with GGUF block-type
+  // weights seeing x rounded as llama.cpp's CPU kernels round it for their type.
+  bool llama_rounding = false;
 };
 
 // One sequence's share of a batched step (InklingModel::forward_batch).

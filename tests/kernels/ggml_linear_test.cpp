@@ -434,6 +434,118 @@ TEST(GgmlQ8, DecodeBatchesGiveEachTokenItsOwnMatvec) {
   }
 }
 
+// --llama-rounding: x as llama.cpp's CPU kernels round it for each weight type (ggml-cpu's
+// vec_dot_type: the AVX2 quantize_row_q8_0 / q8_1, quantize_row_q8_K_ref), restated here from
+// ggml's definitions: Q8_0 per 32 columns, d = max|x| / 127 kept as f16, codes x * (127 / max|x|)
+// rounded to nearest even; Q8_1 the same with s = f16(d * sum of codes) from the f32 d; Q8_K per
+// 256, iscale = -127 / (the signed x of largest magnitude), codes nearest(iscale * x) capped at
+// 127, d = 1 / iscale. Every x^ = scale * code must be that d * code exactly.
+TEST(GgmlQ8, LlamaRoundingIsLlamaCppsQuantizers) {
+  using kernels::detail::GgmlXRounding;
+  EXPECT_EQ(kernels::detail::llama_x_rounding(GgmlType::Q4_0), GgmlXRounding::Q8_0);
+  EXPECT_EQ(kernels::detail::llama_x_rounding(GgmlType::IQ4_NL), GgmlXRounding::Q8_0);
+  EXPECT_EQ(kernels::detail::llama_x_rounding(GgmlType::Q5_1), GgmlXRounding::Q8_1);
+  EXPECT_EQ(kernels::detail::llama_x_rounding(GgmlType::Q6_K), GgmlXRounding::Q8_K);
+  EXPECT_EQ(kernels::detail::llama_x_rounding(GgmlType::IQ4_XS), GgmlXRounding::Q8_K);
+  EXPECT_EQ(kernels::detail::llama_x_rounding(GgmlType::IQ2_XXS), GgmlXRounding::Q8_K);
+  const int64_t cols = 256 * 4;
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(cols));
+  for (float& v : x) v = normal(rng) * 2.0f;
+  x[10] = 9.0f;                                              // super-block 0: a positive extreme
+  x[300] = -9.5f;                                            // super-block 1: a negative one
+  for (int64_t c = 512; c < 768; ++c) x[size_t(c)] = 0.0f;   // super-block 2: zeros
+  x[801] = 127.0f;                                           // max|x| 127: x * 127 / max is x,
+  x[800] = 0.5f;                                             // so these are ties
+  x[802] = 1.5f;
+  x[803] = 2.5f;
+  for (GgmlXRounding rounding : {GgmlXRounding::Q8_0, GgmlXRounding::Q8_1, GgmlXRounding::Q8_K}) {
+    Q8X q(cols);
+    ASSERT_TRUE(kernels::detail::ggml_quantize_x_like_llama(x.data(), cols, rounding, q.buffers()));
+    const int64_t group = rounding == GgmlXRounding::Q8_K ? 256 : 32;
+    for (int64_t b = 0; b < cols / group; ++b) {
+      const float* xb = x.data() + b * group;
+      float largest = 0, extreme = 0;
+      for (int64_t i = 0; i < group; ++i)
+        if (std::fabs(xb[i]) > largest) largest = std::fabs(xb[i]), extreme = xb[i];
+      for (int64_t i = 0; i < group; ++i) {
+        const int64_t c = b * group + i;
+        float want;
+        if (rounding == GgmlXRounding::Q8_K) {
+          const float iscale = largest > 0 ? -127.0f / extreme : 0.0f;
+          const float code = std::min(127.0f, std::nearbyint(iscale * xb[i]));
+          want = largest > 0 ? (1.0f / iscale) * code : 0.0f;
+        } else {
+          const float inverse = largest > 0 ? 127.0f / largest : 0.0f;
+          want = f16_to_f32(f32_to_f16(largest / 127.0f)) * std::nearbyint(xb[i] * inverse);
+        }
+        ASSERT_EQ(q.x_hat(c), want) << int(rounding) << " column " << c;
+      }
+      for (int64_t s = b * group / 32; s < (b + 1) * group / 32; ++s) {
+        int sums[2] = {0, 0};
+        for (int64_t c = 32 * s; c < 32 * s + 32; ++c) sums[(c % 32) / 16] += q.digits[size_t(c)];
+        const float scale = q.scales[size_t(s)];
+        EXPECT_GE(scale, 0.0f);
+        EXPECT_EQ(q.sums16[size_t(2 * s)], scale * float(sums[0])) << s;
+        EXPECT_EQ(q.sums16[size_t(2 * s + 1)], scale * float(sums[1])) << s;
+        const float q8_1_sum = f16_to_f32(f32_to_f16(largest / 127.0f * float(sums[0] + sums[1])));
+        EXPECT_EQ(q.sums32[size_t(s)], rounding == GgmlXRounding::Q8_1 ? q8_1_sum : scale * float(sums[0] + sums[1]))
+            << s;
+      }
+    }
+  }
+  // The ties went to even (_mm256_round_ps / nearest_int, not roundf's away from zero).
+  Q8X q(cols);
+  ASSERT_TRUE(kernels::detail::ggml_quantize_x_like_llama(x.data(), cols, GgmlXRounding::Q8_0, q.buffers()));
+  EXPECT_EQ(q.digits[800], 0);
+  EXPECT_EQ(q.digits[802], 2);
+  EXPECT_EQ(q.digits[803], 2);
+  std::vector<float> bad = x;
+  bad[7] = NAN;
+  EXPECT_FALSE(kernels::detail::ggml_quantize_x_like_llama(bad.data(), cols, GgmlXRounding::Q8_K, q.buffers()));
+}
+
+// In LlamaCppActivations precision, matvec and a batch of products on one x (a Q4_K_M layer's
+// Q4_K attn_q beside its Q8_0 attn_k) give each type's kernel on x rounded for that type.
+TEST(GgmlQ8, LlamaRoundingReachesEachProductWithItsTypesX) {
+  if (!kernels::isa_supported(kernels::Isa::Avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  const test::PrecisionGuard llama(kernels::MatmulPrecision::LlamaCppActivations);
+  const int64_t rows = 9, cols = 512;
+  std::mt19937 rng(23);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(cols));
+  for (float& v : x) v = normal(rng);
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<WeightMatrix> matrices;
+  for (GgmlType type : kIntegerTypes) bytes.push_back(random_rows(type, rows, cols, rng));
+  for (size_t i = 0; i < std::size(kIntegerTypes); ++i)
+    matrices.push_back(ggml_matrix(kIntegerTypes[i], bytes[i], rows, cols));
+  std::vector<std::vector<float>> batched(matrices.size(), std::vector<float>(size_t(rows)));
+  std::vector<kernels::MatvecProduct> products;
+  for (size_t i = 0; i < matrices.size(); ++i) products.push_back({&matrices[i], x.data(), batched[i].data()});
+  kernels::matvec_batch(products);
+  for (size_t i = 0; i < matrices.size(); ++i) {
+    const GgmlType type = kIntegerTypes[i];
+    Q8X q(cols);
+    ASSERT_TRUE(kernels::detail::ggml_quantize_x_like_llama(x.data(), cols, kernels::detail::llama_x_rounding(type),
+                                                            q.buffers()));
+    const kernels::detail::PreparedX px = q.prepared(x.data());
+    std::vector<float> want(static_cast<size_t>(rows)), alone(static_cast<size_t>(rows));
+    kernels::detail::ggml_rows_q8(type)(matrices[i], &px, 1, 0, rows, want.data(), 0);
+    kernels::matvec(matrices[i], x.data(), alone.data());
+    EXPECT_EQ(alone, want) << ggml_type_name(type);
+    EXPECT_EQ(batched[i], want) << ggml_type_name(type) << " in a batch";
+    // And not the default rounding's result (else the test would not tell them apart).
+    Q8X ours(cols);
+    ASSERT_TRUE(kernels::detail::ggml_quantize_x_avx2(x.data(), cols, ours.buffers()));
+    const kernels::detail::PreparedX ours_px = ours.prepared(x.data());
+    std::vector<float> default_y(static_cast<size_t>(rows));
+    kernels::detail::ggml_rows_q8(type)(matrices[i], &ours_px, 1, 0, rows, default_y.data(), 0);
+    EXPECT_NE(default_y, want) << ggml_type_name(type);
+  }
+}
+
 TEST(GgmlAvx2Dot, TypesWithoutAKernelTakeTheReference) {
   // Exact precision: only Q8_0, Q4_K, Q5_K, Q6_K and IQ4_XS have an f32 decode kernel.
   EXPECT_EQ(kernels::detail::ggml_row_dot_avx2(GgmlType::IQ2_XXS), nullptr);

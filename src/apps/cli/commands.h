@@ -38,13 +38,17 @@ struct RuntimeArgs {
   int threads = 0;
   int64_t ctx = 4096;
   bool fast = false;
+  bool llama_rounding = false;
   bool batch_invariant = false;
   bool mmap = false;
   void add_to(CLI::App& app, const char* ctx_help);
   // Validates, applies the thread count, and returns the model's run options.
   RunOptions apply() const;
   // "exact" or "fast", then ", batch-invariant" when it is on: for tables and logs.
-  std::string precision_label() const { return std::string(fast ? "fast" : "exact") + (batch_invariant ? ", batch-invariant" : ""); }
+  std::string precision_label() const {
+    return std::string(llama_rounding ? "llama.cpp rounding" : fast ? "fast" : "exact") +
+           (batch_invariant ? ", batch-invariant" : "");
+  }
 };
 
 // Opens a checkpoint to run: the weights copied into huge pages (with progress for large ones)

@@ -48,6 +48,10 @@ void RuntimeArgs::add_to(CLI::App& app, const char* ctx_help) {
   app.add_flag("--fast", fast,
                "llama.cpp-style precision: bf16 activations in prefill products and bf16 decode, int8 (VNNI) "
                "activations for 4-bit decode (default: exact f32 activations)");
+  app.add_flag("--llama-rounding", llama_rounding,
+               "GGUF weights: round the activations of each product exactly as llama.cpp's CPU kernels do for "
+               "its weight type (Q8_0, Q8_1 or Q8_K), so logits follow llama.cpp's on the same file to f32 "
+               "rounding; implies --fast");
   app.add_flag("--batch-invariant", batch_invariant,
                "bit-for-bit reproducible logits: prompt tokens take the decode kernels, so a token's logits never "
                "depend on how its sequence was chunked, batched with others, cached or decoded (prefill ~1.7x "
@@ -108,7 +112,8 @@ RunOptions RuntimeArgs::apply() const {
   RunOptions run;
   run.kv_dtype = kv_dtype == "f32" ? DType::F32 : DType::BF16;
   run.context = ctx;
-  run.fast = fast;
+  run.fast = fast || llama_rounding;
+  run.llama_rounding = llama_rounding;
   run.batch_invariant = batch_invariant;
   return run;
 }
