@@ -18,8 +18,8 @@ namespace inkling::kernels {
 //    (CPUs with AVX512_VNNI; ~4e-3 RMS). Elsewhere both modes compute the same thing.
 //  LlamaCppActivations: Bf16Activations, except that GGUF block-type weights on the integer decode
 //    kernels see x rounded as llama.cpp's CPU backend rounds it for that type (Q8_0 with an f16
-//    scale, Q8_1, or Q8_K per 256 columns), so the logits of a GGUF follow llama.cpp's on it to
-//    f32 rounding (the agreement mode; docs/gguf.md).
+//    scale, Q8_1, or Q8_K per 256 columns): the agreement experiment of docs/gguf.md, which has
+//    not yet brought the logits to llama.cpp's.
 // INKLING_EXACT=1 in the environment selects Exact at start-up.
 enum class MatmulPrecision { Exact, Bf16Activations, LlamaCppActivations };
 void set_matmul_precision(MatmulPrecision precision);
