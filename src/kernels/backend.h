@@ -185,7 +185,7 @@ bool ggml_quantize_x_avx2(const float* x, int64_t cols, const GgmlQ8Buffers& out
 // scale. Q8_1 (Q4_1, Q5_1): Q8_0's codes and scale, sums32 = f16(d * sum of codes). Q8_K (the K
 // and the other IQ types): one scale per 256 columns, -127 over the signed largest x, in every
 // per-32 slot of x_g8_scale.
-enum class GgmlXRounding { Fine32, Q8_0, Q8_1, Q8_K };
+enum class GgmlXRounding { Fine32, Q8_0, Q8_1, Q8_K };  // Q8_K last: PrepareCache sizes by it
 GgmlXRounding llama_x_rounding(GgmlType type);
 // x_g8 and friends rounded as `rounding` says (not Fine32; ggml_llama_rounding.cpp, portable).
 // False when x has an inf or NaN, or Q8_K's cols is not a multiple of 256.

@@ -134,7 +134,7 @@ struct PrepareCache {
     AlignedVector<int8_t> digits;
     AlignedVector<float> scale, sum16, sum32;
   };
-  std::array<G8, 4> g8;
+  std::array<G8, size_t(detail::GgmlXRounding::Q8_K) + 1> g8;
 };
 
 // PreparedX::x_q8 and friends (see backend.h), with `parts` int8 digits per column. False when x

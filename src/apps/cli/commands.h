@@ -44,7 +44,7 @@ struct RuntimeArgs {
   void add_to(CLI::App& app, const char* ctx_help);
   // Validates, applies the thread count, and returns the model's run options.
   RunOptions apply() const;
-  // "exact" or "fast", then ", batch-invariant" when it is on: for tables and logs.
+  // "exact", "fast" or "llama.cpp rounding", then ", batch-invariant" when it is on: for tables and logs.
   std::string precision_label() const {
     return std::string(llama_rounding ? "llama.cpp rounding" : fast ? "fast" : "exact") +
            (batch_invariant ? ", batch-invariant" : "");
