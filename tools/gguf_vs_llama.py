@@ -16,6 +16,10 @@ logits that chose each token; the report gives, per file:
   for our GGUF run against our run of the checkpoint: the quantization error, for scale.
 Without --prompt-ids, --prompts random prompts of 24 ids (seeds 1, 2, ...) are used. Both KV caches
 are f32 by default (--kv), so what differs is the weights' handling and the float order of the math.
+
+--llama-self puts llama.cpp with flash attention off in our run's place: llama.cpp against itself
+under one setting of its own (its banded flash attention rounds Q, K and V to f16, the other path
+does not), the spread a difference from llama.cpp is to be read against.
 """
 import argparse
 import json
@@ -45,8 +49,8 @@ def ours(inkling, model, prompt, n, threads, out, isa=None, kv="f32", flags=()):
     return [int(i) for i in stdout.strip().splitlines()[-1].split(",")], np.load(out)
 
 
-def llama(client, model, prompt, n, threads, out, kv="f32"):
-    stdout = run([client, model, ",".join(map(str, prompt)), n, out, threads, kv])
+def llama(client, model, prompt, n, threads, out, kv="f32", flash="auto"):
+    stdout = run([client, model, ",".join(map(str, prompt)), n, out, threads, kv, flash])
     return [int(i) for i in stdout.strip().splitlines()[-1].split(",")], np.load(out)
 
 
@@ -59,6 +63,10 @@ def compare(ids_a, logits_a, ids_b, logits_b):
     cols = min(logits_a.shape[1], logits_b.shape[1])
     a = logits_a[:keep, :cols].astype(np.float64)
     b = logits_b[:keep, :cols].astype(np.float64)
+    # llama.cpp writes -inf for the padded vocabulary's rows (ours stops at the unpadded vocab):
+    # the figures are over the columns both runs give finite values.
+    finite = np.isfinite(a).all(axis=0) & np.isfinite(b).all(axis=0)
+    a, b = np.where(finite, a, 0.0), np.where(finite, b, 0.0)
     d = a - b
     # Where the tokens part, llama.cpp's own margin between its token and ours, against the two
     # runs' largest logit difference on that row: a margin below twice it is a near tie, which
@@ -103,6 +111,9 @@ def main():
     parser.add_argument("--llama-rounding", action="store_true",
                         help="our GGUF runs with --llama-rounding: activations rounded exactly as llama.cpp's CPU "
                              "kernels round them for each weight type (Q8_0, Q8_1, Q8_K)")
+    parser.add_argument("--llama-self", action="store_true",
+                        help="compare llama.cpp with flash attention off (in our run's place) against llama.cpp "
+                             "with its default (flash attention on): llama.cpp's own spread")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args()
     if args.prompt_ids:
@@ -120,9 +131,13 @@ def main():
         for model in args.files:
             vs_llama, vs_checkpoint = [], []
             for i, prompt in enumerate(prompts):
-                our_ids, our_logits = ours(args.inkling, model, prompt, args.n, args.t, tmp / "ours.npy", args.isa, args.kv,
-                                           (["--fast"] if args.fast else []) +
-                                           (["--llama-rounding"] if args.llama_rounding else []))
+                if args.llama_self:
+                    our_ids, our_logits = llama(args.llama_logits, model, prompt, args.n, args.t, tmp / "ours.npy",
+                                                "f32" if args.kv == "f32" else "f16", "off")
+                else:
+                    our_ids, our_logits = ours(args.inkling, model, prompt, args.n, args.t, tmp / "ours.npy", args.isa,
+                                               args.kv, (["--fast"] if args.fast else []) +
+                                               (["--llama-rounding"] if args.llama_rounding else []))
                 llama_ids, llama_logits = llama(args.llama_logits, model, prompt, args.n, args.t, tmp / "llama.npy",
                                               "f32" if args.kv == "f32" else "f16")
                 vs_llama.append(compare(our_ids, our_logits, llama_ids, llama_logits))
@@ -137,7 +152,8 @@ def main():
     if args.json:
         print(json.dumps(report, indent=2))
         return
-    print(f"| file | greedy {args.n} tokens equal (ours vs llama.cpp) | parted at near ties | max rel | rms rel | max abs |"
+    who = "llama.cpp flash off vs on" if args.llama_self else "ours vs llama.cpp"
+    print(f"| file | greedy {args.n} tokens equal ({who}) | parted at near ties | max rel | rms rel | max abs |"
           + (" vs safetensors: max rel | rms rel |" if args.checkpoint else ""))
     print("|---|---|---|---|---|---|" + ("---|---|" if args.checkpoint else ""))
     for name, r in report.items():

@@ -18,8 +18,8 @@ namespace inkling::kernels {
 //    (CPUs with AVX512_VNNI; ~4e-3 RMS). Elsewhere both modes compute the same thing.
 //  LlamaCppActivations: Bf16Activations, except that GGUF block-type weights on the integer decode
 //    kernels see x rounded as llama.cpp's CPU backend rounds it for that type (Q8_0 with an f16
-//    scale, Q8_1, or Q8_K per 256 columns): the agreement experiment of docs/gguf.md, which has
-//    not yet brought the logits to llama.cpp's.
+//    scale, Q8_1, or Q8_K per 256 columns): part of the agreement experiment of docs/gguf.md
+//    (RunOptions::llama_rounding also rounds attention's inputs).
 // INKLING_EXACT=1 in the environment selects Exact at start-up.
 enum class MatmulPrecision { Exact, Bf16Activations, LlamaCppActivations };
 void set_matmul_precision(MatmulPrecision precision);

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "kernels/linear.h"
+#include "tensor/dtype.h"
 #include "kernels/thread_pool.h"
 #include "kernels/vector_ops.h"
 #include "model/attention.h"
@@ -32,6 +33,8 @@ namespace {
 constexpr int64_t kTransposedKeysMinTokens = 16;
 
 inline float silu(float v) { return v / (1.0f + std::exp(-v)); }
+
+inline float f16_rounded(float v) { return f16_to_f32(f32_to_f16(v)); }
 
 inline void store_kv(uint8_t* dst, const float* src, int64_t n, DType dtype) {
   if (dtype == DType::F32) {
@@ -413,6 +416,10 @@ void InklingModel::attend_sequence(int layer, SequenceState& state, int64_t row0
   float* const v_rows = v_.data() + row0 * kvd;
   const float* const r_rows = r_.data() + row0 * nh * dr;
   float* const out_rows = attn_out_.data() + row0 * qd;
+  const bool global_tau = !s.sliding && c.log_scaling_n_floor.has_value();
+  auto tau_at = [&](int64_t p) {
+    return global_tau ? log_position_tau(p + 1, *c.log_scaling_n_floor, c.log_scaling_alpha) : 1.0f;
+  };
   short_conv(k_rows, n, kvd, lv.k_conv.data(), c.conv_kernel, ls.conv[0].data(), nullptr, k_rows);
   short_conv(v_rows, n, kvd, lv.v_conv.data(), c.conv_kernel, ls.conv[1].data(), nullptr, v_rows);
   for (int64_t t = 0; t < n; ++t) {
@@ -424,12 +431,20 @@ void InklingModel::attend_sequence(int layer, SequenceState& state, int64_t row0
       float* qh = q_rows + t * qd + hd * d;
       rms_norm(qh, lv.q_norm.data(), d, c.rms_norm_eps, qh);
     }
+    // llama.cpp's banded flash attention (its CPU default) rounds Q (after tau), K and V to f16.
+    if (options_.llama_rounding) {
+      const float tau = tau_at(pos0 + t);
+      for (int64_t i = 0; i < qd; ++i) q_rows[t * qd + i] = f16_rounded(q_rows[t * qd + i] * tau) / tau;
+      for (int64_t i = 0; i < kvd; ++i) {
+        k_rows[t * kvd + i] = f16_rounded(k_rows[t * kvd + i]);
+        v_rows[t * kvd + i] = f16_rounded(v_rows[t * kvd + i]);
+      }
+    }
     for (int64_t g = 0; g < nkv; ++g) {
       store_kv(ls.kv.key_row(g, pos0 + t), k_rows + t * kvd + g * d, d, ls.kv.dtype);
       store_kv(ls.kv.value_row(g, pos0 + t), v_rows + t * kvd + g * d, d, ls.kv.dtype);
     }
   }
-  const bool global_tau = !s.sliding && c.log_scaling_n_floor.has_value();
   const float inv_d = 1.0f / float(d);
   const int64_t group = nh / nkv;
   const KvCache& kv = ls.kv;
@@ -442,9 +457,6 @@ void InklingModel::attend_sequence(int layer, SequenceState& state, int64_t row0
   auto head_view = [&](int64_t kv_head) {
     return KvHeadView{kv.keys.data() + kv_head * kv.head_bytes(), kv.values.data() + kv_head * kv.head_bytes(),
                       kv.row_bytes(), kv.capacity, kv.ring, kv.dtype == DType::BF16};
-  };
-  auto tau_at = [&](int64_t p) {
-    return global_tau ? log_position_tau(p + 1, *c.log_scaling_n_floor, c.log_scaling_alpha) : 1.0f;
   };
   if (n >= kTransposedKeysMinTokens) {
     // Prefill: transpose the keys the chunk attends to once per KV head ([d, span] f32), then

@@ -25,7 +25,9 @@ struct RunOptions {
   // prefilled position and a decoded one differ by f32 rounding (the matmuls sum in another order).
   bool batch_invariant = false;
   // The agreement mode (kernels::MatmulPrecision::LlamaCppActivations): fast, with GGUF block-type
-  // weights seeing x rounded as llama.cpp's CPU kernels round it for their type.
+  // weights seeing x rounded as llama.cpp's CPU kernels round it for their type, and attention's
+  // Q (after the log-position temperature), K and V rounded to f16 as its banded flash attention
+  // rounds them.
   bool llama_rounding = false;
 };
 

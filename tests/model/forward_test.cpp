@@ -7,6 +7,7 @@
 #include "model/forward.h"
 #include "model/reference.h"
 #include "model_fixture.h"
+#include "tensor/dtype.h"
 #include "tensor/error.h"
 
 namespace inkling {
@@ -169,6 +170,31 @@ TEST(SequenceState, SnapshotRestoreReplaysExactly) {
   model.prefill(state, std::span<const int32_t>(tokens.data() + 40, 20), again.data());
   EXPECT_EQ(max_abs_diff(first, again), 0.0);
   EXPECT_EQ(state.position, 60);
+}
+
+// --llama-rounding stores the K and V its banded flash attention would see: every value f16-exact
+// (an f32 cache would otherwise hold values f16 cannot represent).
+TEST(LlamaRounding, KeysAndValuesAreStoredF16Exact) {
+  const Checkpoint& ckpt = open_tiny("original-f32");
+  auto count_f16_inexact = [&](bool llama_rounding) {
+    RunOptions options;
+    options.kv_dtype = DType::F32;
+    options.llama_rounding = llama_rounding;
+    InklingModel model(ckpt, options);
+    SequenceState state = model.new_sequence();
+    std::vector<float> logits(static_cast<size_t>(model.vocab()));
+    model.prefill(state, random_tokens(40, 21), logits.data());
+    int64_t inexact = 0, values = 0;
+    for (const LayerState& layer : state.layers)
+      for (const AlignedVector<uint8_t>* rows : {&layer.kv.keys, &layer.kv.values}) {
+        const float* v = reinterpret_cast<const float*>(rows->data());
+        for (size_t i = 0; i < rows->size() / 4; ++i, ++values) inexact += f16_to_f32(f32_to_f16(v[i])) != v[i];
+      }
+    EXPECT_GT(values, 0);
+    return inexact;
+  };
+  EXPECT_EQ(count_f16_inexact(true), 0);
+  EXPECT_GT(count_f16_inexact(false), 0);
 }
 
 TEST(BadInput, ClearErrors) {

@@ -2,14 +2,15 @@
 // (llama.h), printing the generated ids and writing the logits that chose each one, so
 // tools/gguf_vs_llama.py can compare llama.cpp's run of a GGUF file with ours.
 //
-//   llama_logits MODEL.gguf IDS N LOGITS.npy [THREADS [KV]]
+//   llama_logits MODEL.gguf IDS N LOGITS.npy [THREADS [KV [FLASH]]]
 //
 // IDS is comma-separated; the output mirrors `inkling generate --temp 0 --print-ids
 // --logits-out`: the generated ids as one comma-separated line on stdout, and a float32 .npy of
 // shape [n_generated, n_vocab] whose row i holds the logits that chose token i (the prompt's last
 // position, then each generated token's). Generation stops after N tokens or at the model's EOS.
 // KV is the KV cache type, f32 (the default: so the cache rounds nothing) or f16 (llama.cpp's own
-// default).
+// default). FLASH is llama.cpp's flash attention: auto (the default, on for CPUs), on or off; the
+// Inkling branch's banded flash attention rounds Q, K and V to f16, its other path does not.
 //
 // Not part of inkling's build: tools/llama_logits/build.sh compiles it against a llama.cpp build.
 #include <llama.h>
@@ -52,7 +53,7 @@ void quiet(ggml_log_level level, const char* text, void*) {
 
 int main(int argc, char** argv) {
   if (argc < 5) {
-    std::fprintf(stderr, "usage: %s MODEL.gguf IDS N LOGITS.npy [THREADS [f32|f16]]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL.gguf IDS N LOGITS.npy [THREADS [f32|f16 [auto|on|off]]]\n", argv[0]);
     return 2;
   }
   std::vector<llama_token> prompt;
@@ -63,6 +64,11 @@ int main(int argc, char** argv) {
   const std::string kv = argc > 6 ? argv[6] : "f32";
   if (kv != "f32" && kv != "f16") {
     std::fprintf(stderr, "KV must be f32 or f16, got %s\n", kv.c_str());
+    return 2;
+  }
+  const std::string flash = argc > 7 ? argv[7] : "auto";
+  if (flash != "auto" && flash != "on" && flash != "off") {
+    std::fprintf(stderr, "FLASH must be auto, on or off, got %s\n", flash.c_str());
     return 2;
   }
   if (prompt.empty() || n <= 0) {
@@ -86,6 +92,9 @@ int main(int argc, char** argv) {
   ctx_params.n_threads = threads;
   ctx_params.n_threads_batch = threads;
   ctx_params.type_k = ctx_params.type_v = kv == "f32" ? GGML_TYPE_F32 : GGML_TYPE_F16;
+  ctx_params.flash_attn_type = flash == "on"    ? LLAMA_FLASH_ATTN_TYPE_ENABLED
+                               : flash == "off" ? LLAMA_FLASH_ATTN_TYPE_DISABLED
+                                                : LLAMA_FLASH_ATTN_TYPE_AUTO;
   llama_context* ctx = llama_init_from_model(model, ctx_params);
   if (!ctx) {
     std::fprintf(stderr, "llama.cpp could not make a context for %s\n", argv[1]);

@@ -50,8 +50,9 @@ void RuntimeArgs::add_to(CLI::App& app, const char* ctx_help) {
                "activations for 4-bit decode (default: exact f32 activations)");
   app.add_flag("--llama-rounding", llama_rounding,
                "GGUF weights: round the activations of each product exactly as llama.cpp's CPU kernels do for "
-               "its weight type (Q8_0, Q8_1 or Q8_K); an agreement experiment, not yet llama.cpp's logits "
-               "(docs/gguf.md); implies --fast");
+               "its weight type (Q8_0, Q8_1 or Q8_K), and attention's Q, K and V to f16 as its flash attention "
+               "does; an agreement experiment (docs/gguf.md: F32 files match llama.cpp to ~7e-5, quantized ones "
+               "only to llama.cpp's own spread); implies --fast");
   app.add_flag("--batch-invariant", batch_invariant,
                "bit-for-bit reproducible logits: prompt tokens take the decode kernels, so a token's logits never "
                "depend on how its sequence was chunked, batched with others, cached or decoded (prefill ~1.7x "
