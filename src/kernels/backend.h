@@ -122,6 +122,10 @@ bool cpu_has_avx512_bf16();
 bool cpu_has_avx512_vnni();
 bool cpu_has_avx512_vbmi();
 
+// Set from stream_prefetch (isa.h) and read by every decode row through prefetch_stream
+// (simd_common.h) with a relaxed atomic load: true means _MM_HINT_NTA, false _MM_HINT_T0.
+extern bool stream_prefetch_nontemporal;
+
 // The 4-bit matvec shapes linear_avx512vnni.cpp handles: NVFP4 or affine 4-bit with a group
 // that divides 128 into whole 8-column lanes, cols a multiple of 128.
 inline bool vnni_matvec_shape(const WeightMatrix& w) {

@@ -26,7 +26,7 @@ inline __m256 i8_to_f32(__m128i bytes) { return _mm256_cvtepi32_ps(_mm256_cvtepi
 // only evict from.
 inline void prefetch_block(const uint8_t* block, int bytes) {
   for (int line = 0; line < bytes; line += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(block) + kRowPrefetchBytes + line, _MM_HINT_NTA);
+    prefetch_stream(reinterpret_cast<const char*>(block) + kRowPrefetchBytes + line);
 }
 
 // Q8_0: d (f16), 32 signed codes.

@@ -52,7 +52,7 @@ __attribute__((always_inline)) inline __m128i load16(const void* p) {
 
 inline void prefetch_block(const uint8_t* block, int bytes) {
   for (int line = 0; line < bytes; line += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(block) + kRowPrefetchBytes + line, _MM_HINT_NTA);
+    prefetch_stream(reinterpret_cast<const char*>(block) + kRowPrefetchBytes + line);
 }
 
 // Lane j of v in every lane.

@@ -3,6 +3,7 @@
 #include "kernels/backend.h"
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -75,6 +76,45 @@ std::optional<Isa> parse_isa(std::string_view name) {
   if (name == "scalar") return Isa::Scalar;
   if (name == "avx2") return Isa::Avx2;
   if (name == "avx512") return Isa::Avx512;
+  return std::nullopt;
+}
+
+StreamPrefetch default_stream_prefetch() {
+  return __builtin_cpu_is("amd") ? StreamPrefetch::NonTemporal : StreamPrefetch::T0;
+}
+
+namespace {
+// Resolved once, before main, like the CPU checks: the kernels read the flag on every prefetch.
+StreamPrefetch initial_stream_prefetch() {
+  const char* forced = std::getenv("INKLING_PREFETCH");
+  if (forced && *forced) {
+    if (std::optional<StreamPrefetch> hint = parse_stream_prefetch(forced)) return *hint;
+    // An unknown value must not abort a static initializer: say so and keep the default.
+    std::fprintf(stderr, "INKLING_PREFETCH: unknown hint '%s' (nta | t0), using %s\n", forced,
+                 stream_prefetch_name(default_stream_prefetch()));
+  }
+  return default_stream_prefetch();
+}
+}  // namespace
+
+namespace detail {
+bool stream_prefetch_nontemporal = initial_stream_prefetch() == StreamPrefetch::NonTemporal;
+}  // namespace detail
+
+void set_stream_prefetch(StreamPrefetch hint) {
+  __atomic_store_n(&detail::stream_prefetch_nontemporal, hint == StreamPrefetch::NonTemporal, __ATOMIC_RELAXED);
+}
+
+StreamPrefetch active_stream_prefetch() {
+  return __atomic_load_n(&detail::stream_prefetch_nontemporal, __ATOMIC_RELAXED) ? StreamPrefetch::NonTemporal
+                                                                                  : StreamPrefetch::T0;
+}
+
+const char* stream_prefetch_name(StreamPrefetch hint) { return hint == StreamPrefetch::NonTemporal ? "nta" : "t0"; }
+
+std::optional<StreamPrefetch> parse_stream_prefetch(std::string_view name) {
+  if (name == "nta") return StreamPrefetch::NonTemporal;
+  if (name == "t0") return StreamPrefetch::T0;
   return std::nullopt;
 }
 

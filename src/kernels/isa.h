@@ -23,4 +23,17 @@ const char* isa_name(Isa isa);
 const char* isa_name();  // of active_isa()
 std::optional<Isa> parse_isa(std::string_view name);
 
+// The cache hint of the decode kernels' software prefetch of weight streams (each weight is read
+// once per token). Non-temporal on AMD, where such a line skips L2 and the L3 victim fill and
+// streams a few percent faster (simd_common.h); T0 everywhere else: on an Intel Xeon
+// (Emerald Rapids guest) a read loop with NTA prefetch streamed half the bytes per second of one
+// with T0 or with none (docs/kernels.md). INKLING_PREFETCH=nta|t0 or set_stream_prefetch()
+// forces one.
+enum class StreamPrefetch { NonTemporal, T0 };
+StreamPrefetch default_stream_prefetch();  // by CPU vendor
+void set_stream_prefetch(StreamPrefetch hint);
+StreamPrefetch active_stream_prefetch();
+const char* stream_prefetch_name(StreamPrefetch hint);  // "nta" | "t0"
+std::optional<StreamPrefetch> parse_stream_prefetch(std::string_view name);
+
 }  // namespace inkling::kernels

@@ -63,7 +63,10 @@ __attribute__((always_inline)) inline void dense_row_dots(const uint8_t* row, co
     if constexpr (kPrefetch != Prefetch::None) {
       const char* ahead = reinterpret_cast<const char*>(row) + c * kElementBytes + kRowPrefetchBytes;
       for (int64_t line = 0; line < 32 * kElementBytes; line += 64)
-        _mm_prefetch(ahead + line, kPrefetch == Prefetch::Keep ? _MM_HINT_T0 : _MM_HINT_NTA);
+        if constexpr (kPrefetch == Prefetch::Keep)
+          _mm_prefetch(ahead + line, _MM_HINT_T0);
+        else
+          prefetch_stream(ahead + line);
     }
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
@@ -245,7 +248,7 @@ __attribute__((always_inline)) inline void q8_row_lanes(const uint8_t* codes, in
   for (int t = 0; t < kTokens; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
   for (int64_t ch = 0; ch < chunks; ++ch) {
     if constexpr (kPrefetch)
-      _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kRowPrefetchBytes), _MM_HINT_NTA);
+      prefetch_stream(reinterpret_cast<const char*>(codes + 64 * ch + kRowPrefetchBytes));
 #pragma GCC unroll 2
     for (int half = 0; half < 2; ++half) {
       const Nibbles nibbles = unpack(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 64 * ch + 32 * half)));
@@ -488,8 +491,10 @@ __attribute__((always_inline)) inline void bf16_split_tile(const uint8_t* const*
     if constexpr (kPrefetch != Prefetch::None) {
 #pragma GCC unroll 4
       for (int r = 0; r < kRows; ++r)
-        _mm_prefetch(reinterpret_cast<const char*>(rows[r]) + 2 * c + kRowPrefetchBytes,
-                     kPrefetch == Prefetch::Keep ? _MM_HINT_T0 : _MM_HINT_NTA);
+        if constexpr (kPrefetch == Prefetch::Keep)
+          _mm_prefetch(reinterpret_cast<const char*>(rows[r]) + 2 * c + kRowPrefetchBytes, _MM_HINT_T0);
+        else
+          prefetch_stream(reinterpret_cast<const char*>(rows[r]) + 2 * c + kRowPrefetchBytes);
     }
     step16(c);
     step16(c + 16);
@@ -815,8 +820,8 @@ uint64_t stream_sum(const uint64_t* data, size_t words) {
   __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
   for (size_t i = 0; i + 16 <= words; i += 16) {
     const char* ahead = reinterpret_cast<const char*>(data + i) + kProbePrefetchBytes;
-    _mm_prefetch(ahead, _MM_HINT_NTA);
-    _mm_prefetch(ahead + 64, _MM_HINT_NTA);
+    prefetch_stream(ahead);
+    prefetch_stream(ahead + 64);
     a0 = _mm256_add_epi64(a0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + i)));
     a1 = _mm256_add_epi64(a1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + i + 4)));
     a2 = _mm256_add_epi64(a2, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + i + 8)));

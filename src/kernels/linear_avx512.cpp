@@ -135,7 +135,7 @@ float bf16_split_row(const uint8_t* row, const float* x_split, const float* x, i
   const __m512i odd_half = _mm512_set1_epi32(int(0xffff0000u));
   __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), b0 = _mm512_setzero_ps(), b1 = _mm512_setzero_ps();
   auto step32 = [&](int64_t c, __m512& even, __m512& odd) {
-    _mm_prefetch(reinterpret_cast<const char*>(w + c) + kSplitRowPrefetchBytes, _MM_HINT_NTA);
+    prefetch_stream(reinterpret_cast<const char*>(w + c) + kSplitRowPrefetchBytes);
     const __m512i v = _mm512_loadu_si512(w + c);
     even = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), _mm512_loadu_ps(x_split + c), even);
     odd = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(v, odd_half)), _mm512_loadu_ps(x_split + c + 16), odd);
@@ -688,7 +688,7 @@ uint64_t stream_sum(const uint64_t* data, size_t words) {
   for (size_t i = 0; i + 32 <= words; i += 32) {
     const char* ahead = reinterpret_cast<const char*>(data + i) + kProbePrefetchBytes;
 #pragma GCC unroll 4
-    for (int line = 0; line < 4; ++line) _mm_prefetch(ahead + 64 * line, _MM_HINT_NTA);
+    for (int line = 0; line < 4; ++line) prefetch_stream(ahead + 64 * line);
     a0 = _mm512_add_epi64(a0, _mm512_loadu_si512(data + i));
     a1 = _mm512_add_epi64(a1, _mm512_loadu_si512(data + i + 8));
     a2 = _mm512_add_epi64(a2, _mm512_loadu_si512(data + i + 16));

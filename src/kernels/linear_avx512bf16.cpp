@@ -191,7 +191,7 @@ inline void bf16_row_tokens(const uint16_t* row, int64_t cols, const uint16_t* c
     if constexpr (kPrefetch) {
       const char* ahead = reinterpret_cast<const char*>(row + k) + kRowPrefetchBytes;
 #pragma GCC unroll 4
-      for (int line = 0; line < 4; ++line) _mm_prefetch(ahead + 64 * line, _MM_HINT_NTA);
+      for (int line = 0; line < 4; ++line) prefetch_stream(ahead + 64 * line);
     }
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {

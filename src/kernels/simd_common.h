@@ -16,7 +16,7 @@ inline int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 constexpr int64_t kStreamPrefetchBytes = 2048;
 
 // How far ahead the bf16 and 4-bit decode rows (AVX-512 fast bf16 and VNNI, AVX2 dense and q8)
-// prefetch their stream, non-temporally (_MM_HINT_NTA): on AMD such a line goes to L1 only, is
+// prefetch their stream, non-temporally (_MM_HINT_NTA) on AMD CPUs: there such a line goes to L1 only, is
 // not kept in L2 and is not written into the L3 victim cache when it leaves L1, which a weight
 // read once per token has no use for. Against T0 on this Zen 5 guest, variants alternated block
 // by block in one process (median per-round ratios), whole-model --fast decode:
@@ -24,13 +24,25 @@ constexpr int64_t kStreamPrefetchBytes = 2048;
 //   NVFP4 +3.8%, bf16 +3.6%; phases mixed (24): +3.9%, +5.5%, +1.6%; exact (20): mlx-4bit +1-2%,
 //   NVFP4 level (there the exact kernel, not memory, sets the pace in fast phases);
 // - AVX2 (INKLING_ISA=avx2, 16 rounds; its dense rows had no prefetch, its 4-bit rows T0 2 KiB):
-//   bf16 +23%, mlx-4bit +17%, NVFP4 +7% (T0 2 KiB in the dense rows: +1-3%). Not measured on an
-//   Intel CPU, whose non-temporal prefetch works differently.
+//   bf16 +23%, mlx-4bit +17%, NVFP4 +7% (T0 2 KiB in the dense rows: +1-3%).
+// On an Intel Xeon (Emerald Rapids guest) NTA halved the stream instead (a read loop, two threads:
+// 7-11 GB/s against 15-20 with T0 or no prefetch; whole-model mlx-4bit --fast decode 8.7 -> 14.5
+// tok/s with T0), so other CPUs prefetch T0 (prefetch_stream, isa.h's StreamPrefetch).
 // 16 KiB: 4-bit level, bf16 -3 / -4%. The bench head alone (820 MB) read 89% of the probe instead
 // of 87% with T0 at 2 KiB (8 of 8 rounds, host at ~88 GB/s).
 constexpr int64_t kRowPrefetchBytes = 8192;
 
-// The read-bandwidth probe (stream_sum) prefetches this far ahead, non-temporally (NTA). Of the
+// The software prefetch of a weight stream's line: NTA or T0 as stream_prefetch (isa.h) says,
+// chosen per CPU at run time (a predictable branch on a flag in L1, next to a memory stream).
+inline void prefetch_stream(const void* line) {
+  if (__atomic_load_n(&stream_prefetch_nontemporal, __ATOMIC_RELAXED))
+    _mm_prefetch(static_cast<const char*>(line), _MM_HINT_NTA);
+  else
+    _mm_prefetch(static_cast<const char*>(line), _MM_HINT_T0);
+}
+
+// The read-bandwidth probe (stream_sum) prefetches this far ahead, with the kernels' hint
+// (prefetch_stream: NTA on AMD, T0 elsewhere). Of the
 // read loops tried on this Zen 5 guest, two threads, 5 alternating passes each: T0 2 KiB (the
 // probe until 2026-11-30) 43-48 GB/s, T0 8 KiB 46-49, T1 16 KiB 46-50, T1 32 KiB 46-48; with the
 // host at ~75 GB/s: 73-75, 76, 77-78, 75. T1 16 KiB was the probe until 2026-12-01; NTA at 16 KiB

@@ -176,7 +176,7 @@ void affine4_row(const WeightMatrix& w, int64_t r, const PreparedX* xs, int64_t 
       const __m512i lane_scale = _mm512_add_epi32(_mm512_srli_epi32(lane_column, kLaneShift),
                                                   _mm512_set1_epi32(c * kGroupsPerChunk));
       if constexpr (kPrefetch)
-        _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kRowPrefetchBytes), _MM_HINT_NTA);
+        prefetch_stream(reinterpret_cast<const char*>(codes + 64 * ch + kRowPrefetchBytes));
       const __m512i v = _mm512_loadu_si512(codes + 64 * ch);
       __m512i low, high;
       if constexpr (kTimes16) {
@@ -267,7 +267,7 @@ void nvfp4_row(const WeightMatrix& w, int64_t r, const PreparedX* xs, int64_t pr
       const __m512i spread = _mm512_add_epi32(
           _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), _mm512_set1_epi32(8 * c));
       if constexpr (kPrefetch)
-        _mm_prefetch(reinterpret_cast<const char*>(codes + 64 * ch + kRowPrefetchBytes), _MM_HINT_NTA);
+        prefetch_stream(reinterpret_cast<const char*>(codes + 64 * ch + kRowPrefetchBytes));
       const __m512i v = _mm512_loadu_si512(codes + 64 * ch);
       const __m512i low = nvfp4_lookup<kVbmi>(v, table);
       const __m512i high = nvfp4_lookup<kVbmi>(_mm512_srli_epi16(v, 4), table);

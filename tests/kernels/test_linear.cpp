@@ -707,6 +707,47 @@ TEST(LinearBatch, BatchesMatchReference) {
   EXPECT_THROW(kernels::matvec_batch(std::span<const kernels::MatvecProduct>(&null_input, 1)), Error);
 }
 
+// The stream prefetch hint (NTA on AMD, T0 elsewhere) is a cache hint only: every decode kernel
+// gives the same bits under both, and both match the reference.
+TEST(LinearPrefetch, HintsGiveIdenticalResults) {
+  IsaGuard guard;
+  const kernels::StreamPrefetch initial = kernels::active_stream_prefetch();
+  EXPECT_EQ(kernels::parse_stream_prefetch("nta"), kernels::StreamPrefetch::NonTemporal);
+  EXPECT_EQ(kernels::parse_stream_prefetch("t0"), kernels::StreamPrefetch::T0);
+  EXPECT_FALSE(kernels::parse_stream_prefetch("t1").has_value());
+  std::mt19937 rng(909);
+  const FormatSpec specs[] = {{WeightFormat::F32},
+                              {WeightFormat::BF16},
+                              {WeightFormat::Affine, 4, 64, DType::BF16},
+                              {WeightFormat::NvFp4, 4, 16, DType::F8_E4M3}};
+  for (const FormatSpec& spec : specs) {
+    // 257 rows of 4096 columns: the last rows prefetch past the matrix's end.
+    TestMatrix matrix(spec, 257, 4096, 1, rng);
+    const WeightMatrix w = matrix.view(0);
+    std::vector<float> x = random_vector(4 * 4096, rng);
+    const std::vector<double> want = reference_matmul(w, x.data(), 4);
+    for (kernels::MatmulPrecision precision : {kernels::MatmulPrecision::Exact, kernels::MatmulPrecision::Bf16Activations}) {
+      PrecisionGuard guard_precision(precision);
+      for (Isa isa : testable_isas()) {
+        SCOPED_TRACE(spec.name() + " " + kernels::isa_name(isa) +
+                     (precision == kernels::MatmulPrecision::Bf16Activations ? " fast" : " exact"));
+        kernels::set_isa(isa);
+        std::vector<float> by_hint[2];
+        for (kernels::StreamPrefetch hint : {kernels::StreamPrefetch::NonTemporal, kernels::StreamPrefetch::T0}) {
+          kernels::set_stream_prefetch(hint);
+          std::vector<float>& got = by_hint[hint == kernels::StreamPrefetch::T0];
+          got.assign(size_t(4 * w.rows), NAN);
+          kernels::matvec(w, x.data(), got.data());
+          kernels::matmul(w, x.data() + 4096, 3, got.data() + w.rows);
+        }
+        EXPECT_EQ(0, std::memcmp(by_hint[0].data(), by_hint[1].data(), by_hint[0].size() * sizeof(float)));
+        EXPECT_LT(relative_error(by_hint[1], want), precision == kernels::MatmulPrecision::Exact ? kTolerance : kVnniTolerance);
+      }
+    }
+  }
+  kernels::set_stream_prefetch(initial);
+}
+
 TEST(LinearErrors, RejectsInconsistentShapes) {
   std::mt19937 rng(1);
   TestMatrix matrix({WeightFormat::Affine, 4, 64, DType::BF16}, 4, 128, 1, rng);

@@ -287,7 +287,8 @@ Runner add_bench(CLI::App& app) {
       std::snprintf(probe_label, sizeof(probe_label), "%.2f GB of the copied weights", double(probe_bytes) / 1e9);
     else
       std::snprintf(probe_label, sizeof(probe_label), "a 256 MiB buffer");
-    std::fprintf(stderr, "read bandwidth: measured over %s\n", probe_label);
+    std::fprintf(stderr, "read bandwidth: measured over %s; weight streams prefetched %s (INKLING_PREFETCH)\n", probe_label,
+                 kernels::stream_prefetch_name(kernels::active_stream_prefetch()));
     int64_t tg_end_position = 0;  // tokens in the decode sequence after tg: depth + generated
     for (int rep = 0; rep < args->reps; ++rep) {
       std::fprintf(stderr, "rep %d/%d: pp%d ...", rep + 1, args->reps, args->prompt);
@@ -324,7 +325,7 @@ Runner add_bench(CLI::App& app) {
     double peak_rss_gb = double(usage.ru_maxrss) * 1024.0 / 1e9;
     nlohmann::ordered_json out = {
         {"model", args->model}, {"layout", layout_label(ckpt->layout(), ckpt->config().quantization)}, {"isa", kernels::isa_name()},
-        {"threads", threads}, {"kv_dtype", args->runtime.kv_dtype}, {"precision", args->runtime.precision_label()},
+        {"stream_prefetch", kernels::stream_prefetch_name(kernels::active_stream_prefetch())}, {"threads", threads}, {"kv_dtype", args->runtime.kv_dtype}, {"precision", args->runtime.precision_label()},
         {"pp_tokens", args->prompt}, {"pp_tok_s", pp_median}, {"tg_tokens", args->generate}, {"tg_depth", args->depth},
         {"tg_end_position", tg_end_position}, {"tg_tok_s", tg_median},
         {"weight_bytes_per_token", int64_t(bytes_per_token)}, {"read_bandwidth_gb_s", bandwidth},
