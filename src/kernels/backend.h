@@ -163,6 +163,18 @@ void bf16_matvec_rows(const WeightMatrix& w, const uint16_t* x, int64_t row_begi
 // bit bf16_matvec_rows' value, each row read once for up to four tokens.
 void bf16_matvec_rows_multi(const WeightMatrix& w, const uint16_t* const* xs, int n, int64_t row_begin,
                             int64_t row_end, float* y, int64_t ldy);
+// linear_amx.cpp (AVX-512 + AMX-BF16; call only when amx_active() and amx_bf16_shape(w)): the
+// same products with tdpbf16ps, y[t * ldy + r - row_begin] = W[r] . xs[t] for t < n, every
+// token's value the same bits whatever n and the row range are. Used for n = 1 as well, so decode
+// and decode batches agree bit for bit.
+inline bool amx_bf16_shape(const WeightMatrix& w) {
+  return w.format == WeightFormat::BF16 && w.cols % 32 == 0 && w.cols >= 32;
+}
+// Bumped (atomically) each time a decode x is rounded to bf16 into a prepared buffer, which the
+// next x may reuse: amx_bf16_rows keeps its packing of a batch's tokens while it is unchanged.
+extern uint64_t bf16_x_generation;
+void amx_bf16_rows(const WeightMatrix& w, const uint16_t* const* xs, int n, int64_t row_begin, int64_t row_end,
+                   float* y, int64_t ldy);
 // linear_avx512.cpp: row r of w decoded to f32 (natural column order), any format.
 void avx512_decode_row(const WeightMatrix& w, int64_t r, float* out);
 

@@ -2,9 +2,14 @@
 
 #include "kernels/backend.h"
 
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "tensor/error.h"
@@ -118,7 +123,41 @@ std::optional<StreamPrefetch> parse_stream_prefetch(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+bool os_grants_tile_data() {
+  // Linux hands out the AMX tile state (XTILEDATA, feature 18) per process, on request.
+  constexpr long kArchGetXcompPerm = 0x1022, kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) return false;
+  unsigned long long features = 0;
+  if (syscall(SYS_arch_prctl, kArchGetXcompPerm, &features) != 0) return false;
+  return (features >> kXfeatureXtiledata) & 1;
+}
+
+bool initial_amx_setting() {
+  const char* setting = std::getenv("INKLING_AMX");
+  return !(setting && (std::strcmp(setting, "0") == 0 || std::strcmp(setting, "off") == 0));
+}
+
+std::atomic<bool> amx_setting{initial_amx_setting()};
+}  // namespace
+
+bool amx_supported() {
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+    const bool tile = (edx >> 24) & 1, bf16 = (edx >> 22) & 1;
+    return tile && bf16 && detail::cpu_has_avx512_bf16() && os_grants_tile_data();
+  }();
+  return has;
+}
+
+void set_amx(bool enabled) { amx_setting.store(enabled, std::memory_order_relaxed); }
+
+bool amx_active() { return amx_setting.load(std::memory_order_relaxed) && amx_supported(); }
+
 namespace detail {
+uint64_t bf16_x_generation = 0;
+
 bool cpu_has_avx512_bf16() {
   static const bool has = __builtin_cpu_supports("avx512bf16");
   return has;

@@ -36,4 +36,12 @@ StreamPrefetch active_stream_prefetch();
 const char* stream_prefetch_name(StreamPrefetch hint);  // "nta" | "t0"
 std::optional<StreamPrefetch> parse_stream_prefetch(std::string_view name);
 
+// AMX tiles for bf16 weights against bf16 activations (fast precision decode and decode batches,
+// linear_amx.cpp): used where the CPU has AMX-BF16 and Linux grants the tile state, unless
+// INKLING_AMX=0 or set_amx(false). One tdpbf16ps serves up to 16 tokens of a batch for the cost
+// of one, and a token's value is the same bits alone as in any batch.
+bool amx_supported();
+void set_amx(bool enabled);  // ignored (stays off) where not supported
+bool amx_active();
+
 }  // namespace inkling::kernels

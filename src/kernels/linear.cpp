@@ -218,6 +218,7 @@ PreparedX prepare(const WeightMatrix& w, const float* x, const Backend& backend,
     if (!cache.has_bf16) {
       cache.x_bf16.resize(size_t(detail::bf16_ldx(cols)));
       detail::bf16_round_rows(x, 1, cols, cache.x_bf16.data());
+      __atomic_add_fetch(&detail::bf16_x_generation, 1, __ATOMIC_RELEASE);
       cache.has_bf16 = true;
     }
     prepared.x_bf16 = cache.x_bf16.data();

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "kernels/backend.h"
+#include "kernels/isa.h"
 
 namespace inkling::kernels::detail {
 namespace {
@@ -227,6 +228,7 @@ void bf16_round_rows(const float* x, int64_t n, int64_t cols, uint16_t* out) {
 // follow best).
 void bf16_matvec_rows(const WeightMatrix& w, const uint16_t* x, int64_t row_begin, int64_t row_end,
                       float* y) {
+  if (amx_active() && amx_bf16_shape(w)) return amx_bf16_rows(w, &x, 1, row_begin, row_end, y, 1);
   for (int64_t r = row_begin; r < row_end; ++r)
     bf16_row_tokens<1, true>(reinterpret_cast<const uint16_t*>(w.data + r * w.row_stride), w.cols, &x,
                              y + (r - row_begin), 1);
@@ -234,6 +236,7 @@ void bf16_matvec_rows(const WeightMatrix& w, const uint16_t* x, int64_t row_begi
 
 void bf16_matvec_rows_multi(const WeightMatrix& w, const uint16_t* const* xs, int n, int64_t row_begin,
                             int64_t row_end, float* y, int64_t ldy) {
+  if (amx_active() && amx_bf16_shape(w)) return amx_bf16_rows(w, xs, n, row_begin, row_end, y, ldy);
   // Blocks of ~8 KiB of weights (as matvec_rows_each_token), so later passes find them in L1.
   const int64_t fitting = (int64_t(8) << 10) / (2 * w.cols), block_rows = fitting > 1 ? fitting : 1;
   in_token_passes<kBf16PassTokens>(n, row_begin, row_end, block_rows, [&](auto tokens, auto first, int64_t r, int t) {
