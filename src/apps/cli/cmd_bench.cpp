@@ -9,6 +9,7 @@
 
 #include "apps/cli/commands.h"
 #include "kernels/isa.h"
+#include "kernels/linear.h"
 #include "kernels/thread_pool.h"
 #include "kernels/vector_ops.h"
 #include "model/forward.h"
@@ -18,6 +19,15 @@
 namespace inkling::cli {
 
 namespace {
+
+// The ISA, with "+amx" where bf16 products take AMX tiles (AVX-512, fast precision, INKLING_AMX).
+std::string kernel_label() {
+  std::string label = kernels::isa_name();
+  if (kernels::active_isa() == kernels::Isa::Avx512 && kernels::amx_active() &&
+      kernels::matmul_precision() != kernels::MatmulPrecision::Exact)
+    label += "+amx";
+  return label;
+}
 
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -218,7 +228,7 @@ Runner add_bench(CLI::App& app) {
       const double state_mib = double(model.state_bytes(run.context)) / 1048576.0;
       if (args->json) {
         nlohmann::ordered_json out = {{"model", args->model}, {"layout", layout_label(ckpt->layout(), ckpt->config().quantization)},
-                                      {"isa", kernels::isa_name()}, {"threads", threads},
+                                      {"isa", kernel_label()}, {"threads", threads},
                                       {"precision", args->runtime.precision_label()},
                                       {"pp_tokens", args->prompt}, {"tg_tokens", args->generate},
                                       {"context", run.context}, {"state_mib_per_sequence", state_mib},
@@ -229,7 +239,7 @@ Runner add_bench(CLI::App& app) {
       std::printf("%s, %s, %s, %s, %d threads; pp%d, tg%d per sequence; context %lld: %.1f MiB of KV + state per "
                   "sequence; peak RSS %.2f GB\n",
                   std::filesystem::path(args->model).filename().c_str(), layout_label(ckpt->layout(), ckpt->config().quantization).c_str(),
-                  args->runtime.precision_label().c_str(), kernels::isa_name(), threads, args->prompt, args->generate,
+                  args->runtime.precision_label().c_str(), kernel_label().c_str(), threads, args->prompt, args->generate,
                   (long long)run.context, state_mib, peak_rss_gb);
       std::printf("| B | pp tok/s (all) | tg tok/s (all) | tg tok/s per sequence | tg vs B=1 | pp tok/s under B decodes | tg tok/s meanwhile |\n");
       std::printf("|---|---|---|---|---|---|---|\n");
@@ -324,7 +334,7 @@ Runner add_bench(CLI::App& app) {
     getrusage(RUSAGE_SELF, &usage);
     double peak_rss_gb = double(usage.ru_maxrss) * 1024.0 / 1e9;
     nlohmann::ordered_json out = {
-        {"model", args->model}, {"layout", layout_label(ckpt->layout(), ckpt->config().quantization)}, {"isa", kernels::isa_name()},
+        {"model", args->model}, {"layout", layout_label(ckpt->layout(), ckpt->config().quantization)}, {"isa", kernel_label()},
         {"stream_prefetch", kernels::stream_prefetch_name(kernels::active_stream_prefetch())}, {"threads", threads}, {"kv_dtype", args->runtime.kv_dtype}, {"precision", args->runtime.precision_label()},
         {"pp_tokens", args->prompt}, {"pp_tok_s", pp_median}, {"tg_tokens", args->generate}, {"tg_depth", args->depth},
         {"tg_end_position", tg_end_position}, {"tg_tok_s", tg_median},
@@ -346,7 +356,7 @@ Runner add_bench(CLI::App& app) {
     std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     std::printf("| %s | %s | %s | %s | %d | %s | %.1f | %.2f | %.3f | %.1f | %.0f%% | %.1f | %.1f | %.2f | %.2f |\n",
                 std::filesystem::path(args->model).filename().c_str(), layout_label(ckpt->layout(), ckpt->config().quantization).c_str(),
-                args->runtime.precision_label().c_str(), kernels::isa_name(),
+                args->runtime.precision_label().c_str(), kernel_label().c_str(),
                 threads, weight_memory_label(*ckpt), pp_median, tg_median, bytes_per_token / 1e9, bandwidth, 100.0 * efficiency, prefill_gflops,
                 fma_peak, load_seconds, peak_rss_gb);
     return 0;
