@@ -37,9 +37,8 @@ std::vector<FormatSpec> batch_formats() {
 // Multiples of 128 take the integer 4-bit decode (AVX2 / VNNI), the others the f32 one.
 std::vector<int64_t> batch_cols(const FormatSpec& spec) {
   switch (spec.format) {
-    case WeightFormat::Affine:
-      return spec.group_size == 128 ? std::vector<int64_t>{128, 384, 2048}
-                                    : std::vector<int64_t>{192, 256, 1088, 2048};
+    case WeightFormat::Affine: return spec.group_size == 128 ? std::vector<int64_t>{128, 384, 2048}
+                                                             : std::vector<int64_t>{192, 256, 1088, 2048};
     case WeightFormat::NvFp4: return {192, 256, 1104, 2048};  // 1104: a 16-column tail
     default: return {67, 100, 256, 1088};
   }
@@ -72,8 +71,7 @@ void expect_same_bits(const float* got, const float* want, int64_t count, const 
 }
 
 // Each token's matvec, then matmul of the first n tokens for every n, compared row by row.
-void check_matmul_against_matvec(const WeightMatrix& w, const std::vector<float>& x,
-                                 const std::string& what) {
+void check_matmul_against_matvec(const WeightMatrix& w, const std::vector<float>& x, const std::string& what) {
   const int64_t rows = w.rows, cols = w.cols;
   std::vector<float> alone(size_t(kMaxTokens * rows), NAN);
   for (int64_t t = 0; t < kMaxTokens; ++t)
@@ -103,10 +101,9 @@ TEST_P(DecodeBatchTest, MatmulRowsAreMatvecBitwise) {
         kernels::set_matmul_precision(precision);
         for (Isa isa : testable_isas()) {
           kernels::set_isa(isa);
-          check_matmul_against_matvec(
-              w, x,
-              std::string(kernels::isa_name(isa)) + " " + precision_name(precision) +
-                  " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols));
+          check_matmul_against_matvec(w, x,
+                                      std::string(kernels::isa_name(isa)) + " " + precision_name(precision) +
+                                          " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols));
         }
       }
     }
@@ -131,9 +128,8 @@ TEST_P(DecodeBatchTest, SwigluRowsAreSwigluMatvecBitwise) {
         kernels::set_matmul_precision(precision);
         for (Isa isa : testable_isas()) {
           kernels::set_isa(isa);
-          const std::string what = std::string(kernels::isa_name(isa)) + " " +
-                                   precision_name(precision) + (fused ? " w13" : " separate") +
-                                   " rows=" + std::to_string(rows);
+          const std::string what = std::string(kernels::isa_name(isa)) + " " + precision_name(precision) +
+                                   (fused ? " w13" : " separate") + " rows=" + std::to_string(rows);
           std::vector<float> alone(size_t(kMaxTokens * rows), NAN);
           for (int64_t t = 0; t < kMaxTokens; ++t)
             kernels::swiglu_matvec(gate, up, x.data() + t * cols, alone.data() + t * rows);
@@ -168,8 +164,7 @@ TEST_P(DecodeBatchTest, BatchInvariantPrefillRowsAreMatvecBitwise) {
     kernels::set_matmul_precision(precision);
     for (Isa isa : testable_isas()) {
       kernels::set_isa(isa);
-      const std::string what =
-          std::string(kernels::isa_name(isa)) + " " + precision_name(precision);
+      const std::string what = std::string(kernels::isa_name(isa)) + " " + precision_name(precision);
       const WeightMatrix gate = w13.view(0), up = w13.view(1);
       std::vector<float> alone(size_t(kTokens * rows)), swiglu_alone(alone.size());
       for (int64_t t = 0; t < kTokens; ++t) {
@@ -180,8 +175,7 @@ TEST_P(DecodeBatchTest, BatchInvariantPrefillRowsAreMatvecBitwise) {
         std::vector<float> batch(size_t(n * rows), NAN), swiglu_batch(batch.size(), NAN);
         kernels::matmul(up, x.data(), n, batch.data());
         kernels::swiglu_matmul(gate, up, x.data(), n, swiglu_batch.data());
-        expect_same_bits(batch.data(), alone.data(), n * rows,
-                         what + " matmul n=" + std::to_string(n));
+        expect_same_bits(batch.data(), alone.data(), n * rows, what + " matmul n=" + std::to_string(n));
         expect_same_bits(swiglu_batch.data(), swiglu_alone.data(), n * rows,
                          what + " swiglu_matmul n=" + std::to_string(n));
       }
@@ -209,8 +203,7 @@ TEST(DecodeBatch, LargeMatricesSplitAcrossThreads) {
       kernels::set_matmul_precision(precision);
       for (Isa isa : testable_isas()) {
         kernels::set_isa(isa);
-        check_matmul_against_matvec(
-            w, x, spec.name() + " " + kernels::isa_name(isa) + " " + precision_name(precision));
+        check_matmul_against_matvec(w, x, spec.name() + " " + kernels::isa_name(isa) + " " + precision_name(precision));
       }
     }
   }
@@ -221,8 +214,7 @@ TEST(DecodeBatch, LargeMatricesSplitAcrossThreads) {
 // thread splits, tail rows (1027 = 64 pairs of tiles + 3), strided rows and token counts past one
 // and two tile groups; they agree to f32 summation order, and both with the f64 reference.
 TEST(DecodeBatch, AmxAndVdpbf16AreEachBatchInvariantAndAgree) {
-  if (!kernels::amx_supported())
-    GTEST_SKIP() << "no AMX-BF16 on this CPU (or Linux withholds the tile state)";
+  if (!kernels::amx_supported()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or Linux withholds the tile state)";
   IsaGuard guard;
   PrecisionGuard restore(MatmulPrecision::Bf16Activations);
   struct AmxGuard {
@@ -235,8 +227,7 @@ TEST(DecodeBatch, AmxAndVdpbf16AreEachBatchInvariantAndAgree) {
     int64_t rows, cols;
     int stack;
   };
-  for (const Shape& shape :
-       {Shape{1027, 2048, 1}, Shape{45, 256, 2}, Shape{16, 96, 1}, Shape{17, 4096, 1}}) {
+  for (const Shape& shape : {Shape{1027, 2048, 1}, Shape{45, 256, 2}, Shape{16, 96, 1}, Shape{17, 4096, 1}}) {
     TestMatrix matrix({WeightFormat::BF16}, shape.rows, shape.cols, shape.stack, rng);
     const WeightMatrix w = matrix.view(shape.stack - 1);
     const std::vector<float> x = token_rows(kMaxTokens, shape.cols, rng);
@@ -245,8 +236,7 @@ TEST(DecodeBatch, AmxAndVdpbf16AreEachBatchInvariantAndAgree) {
     for (bool amx : {true, false}) {
       kernels::set_amx(amx);
       ASSERT_EQ(kernels::amx_active(), amx);
-      const std::string what = std::string(amx ? "amx" : "vdpbf16ps") +
-                               " rows=" + std::to_string(shape.rows) +
+      const std::string what = std::string(amx ? "amx" : "vdpbf16ps") + " rows=" + std::to_string(shape.rows) +
                                " cols=" + std::to_string(shape.cols);
       check_matmul_against_matvec(w, x, what);
       std::vector<float>& got = by_path[amx];
@@ -272,8 +262,7 @@ TEST(DecodeBatch, NonFiniteTokenAmongFiniteOnes) {
   IsaGuard guard;
   PrecisionGuard restore(kernels::matmul_precision());
   std::mt19937 rng(2027);
-  const FormatSpec specs[] = {{WeightFormat::Affine, 4, 64, DType::BF16},
-                              {WeightFormat::NvFp4, 4, 16, DType::F8_E4M3}};
+  const FormatSpec specs[] = {{WeightFormat::Affine, 4, 64, DType::BF16}, {WeightFormat::NvFp4, 4, 16, DType::F8_E4M3}};
   for (const FormatSpec& spec : specs) {
     TestMatrix matrix(spec, 37, 256, 1, rng);
     const WeightMatrix w = matrix.view(0);
@@ -284,8 +273,7 @@ TEST(DecodeBatch, NonFiniteTokenAmongFiniteOnes) {
       kernels::set_matmul_precision(precision);
       for (Isa isa : testable_isas()) {
         kernels::set_isa(isa);
-        check_matmul_against_matvec(
-            w, x, spec.name() + " " + kernels::isa_name(isa) + " " + precision_name(precision));
+        check_matmul_against_matvec(w, x, spec.name() + " " + kernels::isa_name(isa) + " " + precision_name(precision));
       }
     }
   }
@@ -299,8 +287,7 @@ TEST(DecodeBatch, TokensRewrittenInPlace) {
   PrecisionGuard restore(kernels::matmul_precision());
   std::mt19937 rng(2028);
   // bf16: the AMX path keeps its packing of a batch's tokens between calls on the same x buffers.
-  for (const FormatSpec& spec :
-       {FormatSpec{WeightFormat::Affine, 4, 64, DType::BF16}, FormatSpec{WeightFormat::BF16}}) {
+  for (const FormatSpec& spec : {FormatSpec{WeightFormat::Affine, 4, 64, DType::BF16}, FormatSpec{WeightFormat::BF16}}) {
     TestMatrix matrix(spec, 41, 512, 1, rng);
     const WeightMatrix w = matrix.view(0);
     std::vector<float> x = token_rows(kMaxTokens, 512, rng);
@@ -314,9 +301,8 @@ TEST(DecodeBatch, TokensRewrittenInPlace) {
           for (int64_t t = 0; t < kMaxTokens; ++t) {
             kernels::matvec(w, x.data() + t * w.cols, alone.data());
             expect_same_bits(batch.data() + t * w.rows, alone.data(), w.rows,
-                             spec.name() + " " + kernels::isa_name(isa) + " " +
-                                 precision_name(precision) + " round " + std::to_string(round) +
-                                 " token " + std::to_string(t));
+                             spec.name() + " " + kernels::isa_name(isa) + " " + precision_name(precision) +
+                                 " round " + std::to_string(round) + " token " + std::to_string(t));
           }
           for (float& v : x) v = v * -0.5f + 0.125f;
         }
@@ -337,8 +323,7 @@ TEST(DecodeBatch, MixedStepsSplitDecodeAndPromptRows) {
                               {WeightFormat::NvFp4, 4, 16, DType::F8_E4M3}};
   const struct {
     int64_t n, decode_rows;
-  } steps[] = {{1, 1},   {3, 1},   {3, 0},  {40, 5},
-               {40, 35}, {70, 70}, {50, 0}, {kMaxTokens + 1, kMaxTokens}};
+  } steps[] = {{1, 1}, {3, 1}, {3, 0}, {40, 5}, {40, 35}, {70, 70}, {50, 0}, {kMaxTokens + 1, kMaxTokens}};
   for (const FormatSpec& spec : specs) {
     TestMatrix w13(spec, 33, 256, 2, rng);
     const WeightMatrix gate = w13.view(0), up = w13.view(1);
@@ -348,9 +333,8 @@ TEST(DecodeBatch, MixedStepsSplitDecodeAndPromptRows) {
       for (Isa isa : testable_isas()) {
         kernels::set_isa(isa);
         for (const auto& step : steps) {
-          const std::string what = spec.name() + " " + kernels::isa_name(isa) + " " +
-                                   precision_name(precision) + " n=" + std::to_string(step.n) +
-                                   " decode=" + std::to_string(step.decode_rows);
+          const std::string what = spec.name() + " " + kernels::isa_name(isa) + " " + precision_name(precision) +
+                                   " n=" + std::to_string(step.n) + " decode=" + std::to_string(step.decode_rows);
           const int64_t rows = gate.rows, d = step.decode_rows, prompt = step.n - d;
           std::vector<float> mixed(size_t(step.n * rows), NAN), swiglu(mixed.size(), NAN);
           kernels::matmul_mixed(up, x.data(), step.n, d, mixed.data());
@@ -358,33 +342,26 @@ TEST(DecodeBatch, MixedStepsSplitDecodeAndPromptRows) {
           std::vector<float> alone(size_t(rows), NAN);
           for (int64_t t = 0; t < d; ++t) {
             kernels::matvec(up, x.data() + t * 256, alone.data());
-            expect_same_bits(mixed.data() + t * rows, alone.data(), rows,
-                             what + " matvec row " + std::to_string(t));
+            expect_same_bits(mixed.data() + t * rows, alone.data(), rows, what + " matvec row " + std::to_string(t));
             kernels::swiglu_matvec(gate, up, x.data() + t * 256, alone.data());
-            expect_same_bits(swiglu.data() + t * rows, alone.data(), rows,
-                             what + " swiglu row " + std::to_string(t));
+            expect_same_bits(swiglu.data() + t * rows, alone.data(), rows, what + " swiglu row " + std::to_string(t));
           }
           if (prompt == 0) continue;
           // Prompt rows take the prefill kernels however few they are, and each gets the bits it
           // gets in any other company: alone, or the chunk without the decode rows.
           std::vector<float> chunk(size_t(prompt * rows), NAN);
           kernels::matmul_mixed(up, x.data() + d * 256, prompt, 0, chunk.data());
-          expect_same_bits(mixed.data() + d * rows, chunk.data(), prompt * rows,
-                           what + " prompt rows");
+          expect_same_bits(mixed.data() + d * rows, chunk.data(), prompt * rows, what + " prompt rows");
           kernels::swiglu_matmul_mixed(gate, up, x.data() + d * 256, prompt, 0, chunk.data());
-          expect_same_bits(swiglu.data() + d * rows, chunk.data(), prompt * rows,
-                           what + " swiglu prompt rows");
+          expect_same_bits(swiglu.data() + d * rows, chunk.data(), prompt * rows, what + " swiglu prompt rows");
           const int64_t last = step.n - 1;
           kernels::matmul_mixed(up, x.data() + last * 256, 1, 0, alone.data());
-          expect_same_bits(mixed.data() + last * rows, alone.data(), rows,
-                           what + " last prompt row alone");
+          expect_same_bits(mixed.data() + last * rows, alone.data(), rows, what + " last prompt row alone");
           kernels::swiglu_matmul_mixed(gate, up, x.data() + last * 256, 1, 0, alone.data());
-          expect_same_bits(swiglu.data() + last * rows, alone.data(), rows,
-                           what + " swiglu last prompt row alone");
+          expect_same_bits(swiglu.data() + last * rows, alone.data(), rows, what + " swiglu last prompt row alone");
           if (prompt > kMaxTokens) {  // the chunk as plain matmul computes it (tiled at this size)
             kernels::matmul(up, x.data() + d * 256, prompt, chunk.data());
-            expect_same_bits(mixed.data() + d * rows, chunk.data(), prompt * rows,
-                             what + " matmul prompt rows");
+            expect_same_bits(mixed.data() + d * rows, chunk.data(), prompt * rows, what + " matmul prompt rows");
           }
         }
       }
@@ -393,9 +370,7 @@ TEST(DecodeBatch, MixedStepsSplitDecodeAndPromptRows) {
   TestMatrix matrix(specs[1], 4, 256, 1, rng);
   std::vector<float> x(2 * 256), y(2 * 4);
   EXPECT_THROW(kernels::matmul_mixed(matrix.view(0), x.data(), 1, 2, y.data()), Error);
-  EXPECT_THROW(
-      kernels::swiglu_matmul_mixed(matrix.view(0), matrix.view(0), x.data(), 2, -1, y.data()),
-      Error);
+  EXPECT_THROW(kernels::swiglu_matmul_mixed(matrix.view(0), matrix.view(0), x.data(), 2, -1, y.data()), Error);
 }
 
 }  // namespace
