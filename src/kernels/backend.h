@@ -212,11 +212,14 @@ bool ggml_quantize_x_like_llama(const float* x, int64_t cols, GgmlXRounding roun
 using GgmlRowsQ8 = void (*)(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin, int64_t row_end,
                             float* y, int64_t ldy);
 GgmlRowsQ8 ggml_rows_q8_avx2(GgmlType type);
+// The AVX2 build with the IQ2_XXS / IQ3_XXS / IQ3_S grid entries gathered (vpgatherdd / dq)
+// instead of loaded one by one: the same results bit for bit; taken on non-AMD CPUs.
+GgmlRowsQ8 ggml_rows_q8_avx2_gathers(GgmlType type);
 // The same kernels built with AVX-512 VNNI (ggml_q8_avx512vnni.cpp; call only when
 // cpu_has_avx512_vnni()): bit for bit the AVX2 ones' results, fewer instructions per dot.
 GgmlRowsQ8 ggml_rows_q8_avx512vnni(GgmlType type);
 // The build the active ISA takes: VNNI when it is AVX-512, the CPU has VNNI and the type's dots
-// are vpdpbusd there (ggml_q8_avx2.cpp), else AVX2.
+// are vpdpbusd there (ggml_q8_avx2.cpp), else AVX2 (with the grid gathers except on AMD).
 GgmlRowsQ8 ggml_rows_q8(GgmlType type);
 
 // 256-entry E4M3 -> f32 table (NaN codes included) for the NVFP4 paths.

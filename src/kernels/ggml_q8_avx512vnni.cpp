@@ -4,6 +4,6 @@
 
 namespace inkling::kernels::detail {
 
-GgmlRowsQ8 ggml_rows_q8_avx512vnni(GgmlType type) { return rows_q8_of(type); }
+GgmlRowsQ8 ggml_rows_q8_avx512vnni(GgmlType type) { return rows_q8_of<false>(type); }
 
 }  // namespace inkling::kernels::detail

@@ -122,11 +122,23 @@ struct Accumulators {
   }
 };
 
-// Each token's factors for super-block b: the weights' scales of its 8 groups of 32 times x's.
+// Each token's factors for a super-block: the weights' scales of its 8 groups of 32 times x's.
+// They are kept in memory and each group's factor is broadcast from there: a broadcast load runs
+// on a load port, where a lane permute of a register would take the one shuffle port that the
+// codes' decoding (byte shuffles, inserts) already keeps busy on Intel cores.
+template <int kTokens>
+struct BlockFactors {
+  alignas(32) float lanes[kTokens][8];
+  __attribute__((always_inline)) __m256 at(int t, int group) const { return _mm256_broadcast_ss(&lanes[t][group]); }
+};
+
 template <int kTokens>
 __attribute__((always_inline)) inline void block_factors(__m256 weight_scales, const PreparedX* xs, int64_t b,
-                                                         __m256* factors) {
-  for (int t = 0; t < kTokens; ++t) factors[t] = _mm256_mul_ps(weight_scales, _mm256_loadu_ps(xs[t].x_g8_scale + 8 * b));
+                                                         BlockFactors<kTokens>& factors) {
+  for (int t = 0; t < kTokens; ++t)
+    _mm256_store_ps(factors.lanes[t], _mm256_mul_ps(weight_scales, _mm256_loadu_ps(xs[t].x_g8_scale + 8 * b)));
+  // Keeps the compiler from turning the broadcasts back into permutes of the register.
+  asm volatile("" : : "m"(factors.lanes) : "memory");
 }
 
 // sum over the 16 sub-blocks m of a super-block of weight_m * (sum of x over m), the weights of
@@ -162,12 +174,12 @@ struct Group32 {
 // Adds each token's dot of g with x block `x_block` times lane `lane_index` of its factors.
 template <int kTokens, bool kSigned>
 __attribute__((always_inline)) inline void group_dots(const Group32& g, const PreparedX* xs, int64_t x_block,
-                                                      const __m256* factors, int lane_index,
+                                                      const BlockFactors<kTokens>& factors, int lane_index,
                                                       Accumulators<kTokens>& acc) {
   for (int t = 0; t < kTokens; ++t) {
     __m256i x = load32(xs[t].x_g8 + 32 * x_block);
     if constexpr (kSigned) x = _mm256_sign_epi8(x, g.signs);
-    accumulate(acc.dots[t], lane(factors[t], lane_index), _mm256_madd_epi16(_mm256_maddubs_epi16(g.codes, x), g.scales));
+    accumulate(acc.dots[t], factors.at(t, lane_index), _mm256_madd_epi16(_mm256_maddubs_epi16(g.codes, x), g.scales));
   }
 }
 
@@ -277,7 +289,7 @@ struct Q2_KRow {
       const __m256i scales = scales_by_group(_mm_and_si128(scale_bytes, _mm_set1_epi8(15)));
       const __m256 dmin = _mm256_set1_ps(half_at(block + 82));
       const __m256 mins_low = floats_of_u8(mins), mins_high = floats_of_u8(_mm_srli_si128(mins, 8));
-      __m256 factors[kTokens];
+      BlockFactors<kTokens> factors;
       block_factors<kTokens>(_mm256_set1_ps(half_at(block + 80)), xs, b, factors);
       for (int t = 0; t < kTokens; ++t)
         acc.offsets[t] = _mm256_fmadd_ps(dmin, weighted_sums16(mins_low, mins_high, xs[t].x_g8_sum16 + 16 * b), acc.offsets[t]);
@@ -324,7 +336,7 @@ struct Q3_KRow {
       const float d = half_at(block + 108);
       const __m256 d4 = _mm256_set1_ps(4.0f * d);
       const __m256 scales_low = floats_of_i8(scale_codes), scales_high = floats_of_i8(_mm_srli_si128(scale_codes, 8));
-      __m256 factors[kTokens];
+      BlockFactors<kTokens> factors;
       block_factors<kTokens>(_mm256_set1_ps(d), xs, b, factors);
       for (int t = 0; t < kTokens; ++t)
         acc.offsets[t] = _mm256_fmadd_ps(d4, weighted_sums16(scales_low, scales_high, xs[t].x_g8_sum16 + 16 * b), acc.offsets[t]);
@@ -382,7 +394,7 @@ struct Q45_KRow {
       k_scales_mins(block + 4, scales, mins);
       scales = _mm256_mul_ps(scales, _mm256_set1_ps(half_at(block)));
       mins = _mm256_mul_ps(mins, _mm256_set1_ps(half_at(block + 2)));
-      __m256 factors[kTokens];
+      BlockFactors<kTokens> factors;
       block_factors<kTokens>(scales, xs, b, factors);
       for (int t = 0; t < kTokens; ++t)
         acc.offsets[t] = _mm256_fmadd_ps(mins, _mm256_loadu_ps(xs[t].x_g8_sum32 + 8 * b), acc.offsets[t]);
@@ -399,8 +411,8 @@ struct Q45_KRow {
         }
         for (int t = 0; t < kTokens; ++t) {
           const int8_t* x = xs[t].x_g8 + 256 * b + 64 * pair;
-          accumulate(acc.dots[t], lane(factors[t], 2 * pair), udot(low, x));
-          accumulate(acc.dots[t], lane(factors[t], 2 * pair + 1), udot(up, x + 32));
+          accumulate(acc.dots[t], factors.at(t, 2 * pair), udot(low, x));
+          accumulate(acc.dots[t], factors.at(t, 2 * pair + 1), udot(up, x + 32));
         }
       }
     }
@@ -430,7 +442,7 @@ struct Q6_KRow {
       const float d = half_at(block + 208);
       const __m256 d32 = _mm256_set1_ps(32.0f * d);
       const __m256 scales_low = floats_of_i8(scale_bytes), scales_high = floats_of_i8(_mm_srli_si128(scale_bytes, 8));
-      __m256 factors[kTokens];
+      BlockFactors<kTokens> factors;
       block_factors<kTokens>(_mm256_set1_ps(d), xs, b, factors);
       for (int t = 0; t < kTokens; ++t)
         acc.offsets[t] = _mm256_fmadd_ps(d32, weighted_sums16(scales_low, scales_high, xs[t].x_g8_sum16 + 16 * b), acc.offsets[t]);
@@ -479,13 +491,13 @@ struct Iq4XsRow {
           _mm256_srlv_epi32(_mm256_set1_epi32(int(tops)), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
           _mm256_set1_epi32(3));
       const __m256i scale_codes = _mm256_sub_epi32(_mm256_or_si256(nibbles, _mm256_slli_epi32(top, 4)), _mm256_set1_epi32(32));
-      __m256 factors[kTokens];
+      BlockFactors<kTokens> factors;
       block_factors<kTokens>(_mm256_mul_ps(_mm256_set1_ps(half_at(block)), _mm256_cvtepi32_ps(scale_codes)), xs, b, factors);
 #pragma GCC unroll 8
       for (int ib = 0; ib < 8; ++ib) {
         const __m256i values = _mm256_shuffle_epi8(grid, split_nibbles(block + 8 + 16 * ib));
         for (int t = 0; t < kTokens; ++t)
-          accumulate(acc.dots[t], lane(factors[t], ib), sdot(values, xs[t].x_g8 + 256 * b + 32 * ib));
+          accumulate(acc.dots[t], factors.at(t, ib), sdot(values, xs[t].x_g8 + 256 * b + 32 * ib));
       }
     }
     acc.store(y, ldy);
@@ -522,7 +534,7 @@ __attribute__((always_inline)) inline void iq_row(const uint8_t* row, int64_t bl
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * kBytes;
     if (kPrefetch) prefetch_block(block, kBytes);
-    __m256 factors[kTokens];
+    BlockFactors<kTokens> factors;
     block_factors<kTokens>(_mm256_set1_ps(scale_of(block)), xs, b, factors);
 #pragma GCC unroll 8
     for (int ib = 0; ib < 8; ++ib) group_dots<kTokens, true>(group(block, ib), xs, 8 * b + ib, factors, ib, acc);
@@ -535,6 +547,7 @@ __attribute__((always_inline)) inline void iq_row(const uint8_t* row, int64_t bl
 
 // IQ2_XXS: d, then per 32 elements 8 bytes: four grid indices, a word of four 7-bit sign groups
 // and a 4-bit scale s in its top bits; value d (2 s + 1) / 8 * sign * grid.
+template <bool kGather>
 struct Iq2XxsRow {
   static constexpr int kBlockElements = 256;
   template <int kTokens, bool kPrefetch>
@@ -548,8 +561,14 @@ struct Iq2XxsRow {
     const uint32_t signs = eight_signs(meta) | eight_signs(meta >> 7) << 8 | eight_signs(meta >> 14) << 16 |
                            eight_signs(meta >> 21) << 24;
     const int scale = 2 * int(meta >> 28) + 1;
-    return Group32{_mm256_set_epi64x(int64_t(kIq2xxsGrid[g[3]]), int64_t(kIq2xxsGrid[g[2]]), int64_t(kIq2xxsGrid[g[1]]),
-                                     int64_t(kIq2xxsGrid[g[0]])),
+    __m256i entries;
+    if constexpr (kGather)
+      entries = _mm256_i32gather_epi64(reinterpret_cast<const long long*>(kIq2xxsGrid),
+                                       _mm_cvtepu8_epi32(_mm_cvtsi32_si128(int(u32_at(g)))), 8);
+    else
+      entries = _mm256_set_epi64x(int64_t(kIq2xxsGrid[g[3]]), int64_t(kIq2xxsGrid[g[2]]), int64_t(kIq2xxsGrid[g[1]]),
+                                  int64_t(kIq2xxsGrid[g[0]]));
+    return Group32{entries,
                    sign_bytes(signs), _mm256_set1_epi16(int16_t(scale))};
   };
 };
@@ -598,6 +617,7 @@ struct Iq2SRow {
 
 // IQ3_XXS: 64 grid indices (4 magnitudes each), then per 32 elements a word like IQ2_XXS's;
 // value d (2 s + 1) / 4 * sign * grid.
+template <bool kGather>
 struct Iq3XxsRow {
   static constexpr int kBlockElements = 256;
   template <int kTokens, bool kPrefetch>
@@ -611,15 +631,22 @@ struct Iq3XxsRow {
     const uint32_t signs = eight_signs(meta) | eight_signs(meta >> 7) << 8 | eight_signs(meta >> 14) << 16 |
                            eight_signs(meta >> 21) << 24;
     const int scale = 2 * int(meta >> 28) + 1;
-    return Group32{_mm256_setr_epi32(int(kIq3xxsGrid[index[0]]), int(kIq3xxsGrid[index[1]]), int(kIq3xxsGrid[index[2]]),
-                                     int(kIq3xxsGrid[index[3]]), int(kIq3xxsGrid[index[4]]), int(kIq3xxsGrid[index[5]]),
-                                     int(kIq3xxsGrid[index[6]]), int(kIq3xxsGrid[index[7]])),
+    __m256i entries;
+    if constexpr (kGather)
+      entries = _mm256_i32gather_epi32(reinterpret_cast<const int*>(kIq3xxsGrid),
+                                       _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(index))), 4);
+    else
+      entries = _mm256_setr_epi32(int(kIq3xxsGrid[index[0]]), int(kIq3xxsGrid[index[1]]), int(kIq3xxsGrid[index[2]]),
+                                  int(kIq3xxsGrid[index[3]]), int(kIq3xxsGrid[index[4]]), int(kIq3xxsGrid[index[5]]),
+                                  int(kIq3xxsGrid[index[6]]), int(kIq3xxsGrid[index[7]]));
+    return Group32{entries,
                    sign_bytes(signs), _mm256_set1_epi16(int16_t(scale))};
   };
 };
 
 // IQ3_S: 64 low index bytes, 8 bytes of ninth index bits (index k: bit k % 8 of byte k / 8), 32
 // sign bytes, 4 bytes of two 4-bit scales; value d (2 s + 1) * sign * grid.
+template <bool kGather>
 struct Iq3SRow {
   static constexpr int kBlockElements = 256;
   template <int kTokens, bool kPrefetch>
@@ -631,8 +658,19 @@ struct Iq3SRow {
     const uint8_t* low = block + 2 + 8 * ib;
     const int high = block[66 + ib];
     const int scale = 2 * ((block[106 + ib / 2] >> (4 * (ib % 2))) & 15) + 1;
-    auto entry = [&](int j) { return int(kIq3sGrid[low[j] | (high >> j & 1) << 8]); };
-    return Group32{_mm256_setr_epi32(entry(0), entry(1), entry(2), entry(3), entry(4), entry(5), entry(6), entry(7)),
+    __m256i entries;
+    if constexpr (kGather) {
+      // Entry j's ninth bit, bit j of `high`, moved to bit 8 of lane j.
+      const __m256i index = _mm256_or_si256(
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(low))),
+          _mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32(high), _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1)),
+                           _mm256_set1_epi32(256)));
+      entries = _mm256_i32gather_epi32(reinterpret_cast<const int*>(kIq3sGrid), index, 4);
+    } else {
+      auto entry = [&](int j) { return int(kIq3sGrid[low[j] | (high >> j & 1) << 8]); };
+      entries = _mm256_setr_epi32(entry(0), entry(1), entry(2), entry(3), entry(4), entry(5), entry(6), entry(7));
+    }
+    return Group32{entries,
                    sign_bytes(u32_at(block + 74 + 4 * ib)), _mm256_set1_epi16(int16_t(scale))};
   };
 };
@@ -715,7 +753,11 @@ void rows_q8(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begi
   });
 }
 
-// The row kernel of each type that has one; nullptr for the others.
+// The row kernel of each type that has one; nullptr for the others. kGathers: the IQ2_XXS,
+// IQ3_XXS and IQ3_S grid entries are fetched with one vpgatherdd / vpgatherdq per group instead of
+// scalar loads and inserts (the same entries, so the same results bit for bit; which is faster
+// depends on the core, see ggml_rows_q8).
+template <bool kGathers>
 GgmlRowsQ8 rows_q8_of(GgmlType type) {
   switch (type) {
     case GgmlType::Q8_0: return rows_q8<Block32Row<Q8_0Block>>;
@@ -730,11 +772,11 @@ GgmlRowsQ8 rows_q8_of(GgmlType type) {
     case GgmlType::Q5_K: return rows_q8<Q45_KRow<true>>;
     case GgmlType::Q6_K: return rows_q8<Q6_KRow>;
     case GgmlType::IQ4_XS: return rows_q8<Iq4XsRow>;
-    case GgmlType::IQ2_XXS: return rows_q8<Iq2XxsRow>;
+    case GgmlType::IQ2_XXS: return rows_q8<Iq2XxsRow<kGathers>>;
     case GgmlType::IQ2_XS: return rows_q8<Iq2XsRow>;
     case GgmlType::IQ2_S: return rows_q8<Iq2SRow>;
-    case GgmlType::IQ3_XXS: return rows_q8<Iq3XxsRow>;
-    case GgmlType::IQ3_S: return rows_q8<Iq3SRow>;
+    case GgmlType::IQ3_XXS: return rows_q8<Iq3XxsRow<kGathers>>;
+    case GgmlType::IQ3_S: return rows_q8<Iq3SRow<kGathers>>;
     case GgmlType::IQ1_S: return rows_q8<Iq1SRow>;
     case GgmlType::IQ1_M: return rows_q8<Iq1MRow>;
     default: return nullptr;

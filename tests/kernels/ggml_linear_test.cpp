@@ -311,7 +311,8 @@ struct KernelBuild {
   kernels::detail::GgmlRowsQ8 (*rows_of)(GgmlType);
 };
 std::vector<KernelBuild> kernel_builds() {
-  std::vector<KernelBuild> builds = {{"avx2", kernels::detail::ggml_rows_q8_avx2}};
+  std::vector<KernelBuild> builds = {{"avx2", kernels::detail::ggml_rows_q8_avx2},
+                                     {"avx2 with grid gathers", kernels::detail::ggml_rows_q8_avx2_gathers}};
   if (kernels::detail::cpu_has_avx512_vnni() && kernels::isa_supported(kernels::Isa::Avx512))
     builds.push_back({"avx512vnni", kernels::detail::ggml_rows_q8_avx512vnni});
   return builds;
@@ -369,11 +370,12 @@ struct QuantizedTokens {
   bool ok = true;
 };
 
-// The VNNI build's dots are exact as the AVX2 build's: the same results bit for bit, for one token
-// and for a decode batch, on rows whose codes reach every type's extremes.
-TEST(GgmlQ8, VnniBuildGivesTheAvx2ResultsBitForBit) {
+// The VNNI build's dots are exact as the AVX2 build's, and gathered grid entries are the loaded
+// ones: every build gives the AVX2 build's results bit for bit, for one token and for a decode
+// batch, on rows whose codes reach every type's extremes.
+TEST(GgmlQ8, EveryBuildGivesTheAvx2ResultsBitForBit) {
+  if (!kernels::isa_supported(kernels::Isa::Avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
   const std::vector<KernelBuild> builds = kernel_builds();
-  if (builds.size() < 2) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
   for (GgmlType type : kIntegerTypes) {
     std::mt19937 rng(uint32_t(type) + 31);
     std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -386,10 +388,13 @@ TEST(GgmlQ8, VnniBuildGivesTheAvx2ResultsBitForBit) {
     ASSERT_TRUE(tokens_x.ok);
     const std::vector<kernels::detail::PreparedX>& pxs = tokens_x.prepared;
     for (int tokens : {1, int(n)}) {
-      std::vector<float> avx2(size_t(n * rows)), vnni(size_t(n * rows));
+      std::vector<float> avx2(size_t(n * rows));
       builds[0].rows_of(type)(w, pxs.data(), tokens, 0, rows, avx2.data(), rows);
-      builds[1].rows_of(type)(w, pxs.data(), tokens, 0, rows, vnni.data(), rows);
-      EXPECT_EQ(vnni, avx2) << ggml_type_name(type) << ", " << tokens << " tokens";
+      for (size_t other = 1; other < builds.size(); ++other) {
+        std::vector<float> y(size_t(n * rows));
+        builds[other].rows_of(type)(w, pxs.data(), tokens, 0, rows, y.data(), rows);
+        EXPECT_EQ(y, avx2) << builds[other].name << ", " << ggml_type_name(type) << ", " << tokens << " tokens";
+      }
     }
   }
 }
