@@ -212,7 +212,7 @@ bool ggml_quantize_x_like_llama(const float* x, int64_t cols, GgmlXRounding roun
 using GgmlRowsQ8 = void (*)(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begin, int64_t row_end,
                             float* y, int64_t ldy);
 GgmlRowsQ8 ggml_rows_q8_avx2(GgmlType type);
-// The AVX2 build with the IQ2_XXS / IQ3_XXS / IQ3_S grid entries gathered (vpgatherdd / dq)
+// The AVX2 build with the IQ1 / IQ2 / IQ3 grid entries gathered (vpgatherdd / vpgatherdq)
 // instead of loaded one by one: the same results bit for bit; taken on non-AMD CPUs.
 GgmlRowsQ8 ggml_rows_q8_avx2_gathers(GgmlType type);
 // The same kernels built with AVX-512 VNNI (ggml_q8_avx512vnni.cpp; call only when

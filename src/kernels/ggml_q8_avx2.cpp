@@ -69,7 +69,8 @@ bool dots_through_vnni(GgmlType type) {
 // Gathers of the grid entries lose to scalar loads on Zen 4 (IQ3_S equal, IQ2_XXS and IQ3_XXS
 // slower) and win on Intel, whose one shuffle port the scalar loads' inserts keep busy: on the
 // Emerald Rapids guest, bench_kernels ggml_matvec on 2 threads, IQ3_S 5.7 -> 10.2 GiB/s,
-// IQ3_XXS 5.4 -> 6.7, IQ2_XXS 4.0 -> 4.7 (docs/gguf.md).
+// IQ3_XXS 5.4 -> 6.7, IQ2_XXS 4.0 -> 4.7, IQ2_XS 3.8 -> 4.5, IQ2_S 6.1 -> 7.2, IQ1_S 4.0 -> 4.4,
+// IQ1_M level (docs/gguf.md).
 bool grid_gathers() {
   static const bool intel_like = (__builtin_cpu_init(), !__builtin_cpu_is("amd"));
   return intel_like;

@@ -519,6 +519,16 @@ __attribute__((always_inline)) inline __m256i sign_bytes(uint32_t bits) {
   return _mm256_or_si256(bit_masks(bits), _mm256_set1_epi8(1));
 }
 
+// Four 64-bit grid entries of a group of 32, gathered: entry l's index is low[l] | ((high >>
+// shift_l) & high_mask) << 8.
+__attribute__((always_inline)) inline __m256i gather_entries64(const uint64_t* grid, const uint8_t* low, int high,
+                                                               __m128i shifts, int high_mask) {
+  const __m128i index = _mm_or_si128(
+      _mm_cvtepu8_epi32(_mm_cvtsi32_si128(int(u32_at(low)))),
+      _mm_slli_epi32(_mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(high), shifts), _mm_set1_epi32(high_mask)), 8));
+  return _mm256_i32gather_epi64(reinterpret_cast<const long long*>(grid), index, 8);
+}
+
 // The f16 at a block's start times a type's constant: the factor of most IQ super-blocks.
 struct LeadingHalf {
   float times;
@@ -575,6 +585,7 @@ struct Iq2XxsRow {
 
 // IQ2_XS: 32 16-bit codes (9-bit grid index, 7 sign bits), then 8 bytes of two 4-bit scales (one
 // per 16 elements); value d (2 s + 1) / 8 * sign * grid.
+template <bool kGather>
 struct Iq2XsRow {
   static constexpr int kBlockElements = 256;
   template <int kTokens, bool kPrefetch>
@@ -588,14 +599,22 @@ struct Iq2XsRow {
     const uint32_t signs = eight_signs(code[0] >> 9) | eight_signs(code[1] >> 9) << 8 |
                            eight_signs(code[2] >> 9) << 16 | eight_signs(code[3] >> 9) << 24;
     const uint8_t scales = block[66 + ib];
-    return Group32{_mm256_set_epi64x(int64_t(kIq2xsGrid[code[3] & 511]), int64_t(kIq2xsGrid[code[2] & 511]),
-                                     int64_t(kIq2xsGrid[code[1] & 511]), int64_t(kIq2xsGrid[code[0] & 511])),
+    __m256i entries;
+    if constexpr (kGather)
+      entries = _mm256_i32gather_epi64(
+          reinterpret_cast<const long long*>(kIq2xsGrid),
+          _mm_and_si128(_mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(code))), _mm_set1_epi32(511)), 8);
+    else
+      entries = _mm256_set_epi64x(int64_t(kIq2xsGrid[code[3] & 511]), int64_t(kIq2xsGrid[code[2] & 511]),
+                                  int64_t(kIq2xsGrid[code[1] & 511]), int64_t(kIq2xsGrid[code[0] & 511]));
+    return Group32{entries,
                    sign_bytes(signs), split_scales(2 * (scales & 15) + 1, 2 * (scales >> 4) + 1)};
   };
 };
 
 // IQ2_S: 32 low index bytes, 32 sign bytes (one per 8 elements), 8 bytes of index high bits (2 per
 // 8 elements), 8 bytes of two 4-bit scales; value d (2 s + 1) / 8 * sign * grid.
+template <bool kGather>
 struct Iq2SRow {
   static constexpr int kBlockElements = 256;
   template <int kTokens, bool kPrefetch>
@@ -607,10 +626,15 @@ struct Iq2SRow {
     const uint8_t* low = block + 2 + 4 * ib;
     const int high = block[66 + ib];
     const uint8_t scales = block[74 + ib];
-    return Group32{_mm256_set_epi64x(int64_t(kIq2sGrid[low[3] | (high >> 6 & 3) << 8]),
-                                     int64_t(kIq2sGrid[low[2] | (high >> 4 & 3) << 8]),
-                                     int64_t(kIq2sGrid[low[1] | (high >> 2 & 3) << 8]),
-                                     int64_t(kIq2sGrid[low[0] | (high & 3) << 8])),
+    __m256i entries;
+    if constexpr (kGather)
+      entries = gather_entries64(kIq2sGrid, low, high, _mm_setr_epi32(0, 2, 4, 6), 3);
+    else
+      entries = _mm256_set_epi64x(int64_t(kIq2sGrid[low[3] | (high >> 6 & 3) << 8]),
+                                  int64_t(kIq2sGrid[low[2] | (high >> 4 & 3) << 8]),
+                                  int64_t(kIq2sGrid[low[1] | (high >> 2 & 3) << 8]),
+                                  int64_t(kIq2sGrid[low[0] | (high & 3) << 8]));
+    return Group32{entries,
                    sign_bytes(u32_at(block + 34 + 4 * ib)), split_scales(2 * (scales & 15) + 1, 2 * (scales >> 4) + 1)};
   };
 };
@@ -686,6 +710,7 @@ __attribute__((always_inline)) inline Group32 iq1_group(__m256i grid, __m256i de
 
 // IQ1_S: d, 32 low index bytes, then per 32 elements a 16-bit word: four 3-bit index tops, a
 // 3-bit scale s and the delta's sign (bit 15); value d (2 s + 1) (grid + delta).
+template <bool kGather>
 struct Iq1SRow {
   static constexpr int kBlockElements = 256;
   template <int kTokens, bool kPrefetch>
@@ -697,7 +722,9 @@ struct Iq1SRow {
     const uint8_t* low = block + 2 + 4 * ib;
     const int meta = block[34 + 2 * ib] | block[35 + 2 * ib] << 8;
     auto entry = [&](int l) { return int64_t(kIq1sGrid[low[l] | (meta >> (3 * l) & 7) << 8]); };
-    return iq1_group(_mm256_set_epi64x(entry(3), entry(2), entry(1), entry(0)), _mm256_set1_epi8(meta & 0x8000 ? -1 : 1),
+    const __m256i entries = kGather ? gather_entries64(kIq1sGrid, low, meta, _mm_setr_epi32(0, 3, 6, 9), 7)
+                                    : _mm256_set_epi64x(entry(3), entry(2), entry(1), entry(0));
+    return iq1_group(entries, _mm256_set1_epi8(meta & 0x8000 ? -1 : 1),
                      _mm256_set1_epi16(int16_t(2 * (meta >> 12 & 7) + 1)));
   };
 };
@@ -705,6 +732,7 @@ struct Iq1SRow {
 // IQ1_M: 32 low index bytes, 16 bytes of (3 index bits, the delta's sign) per 8 elements, then
 // four 16-bit words of twelve 3-bit scales (two per 32 elements) whose top nibbles are the f16 d;
 // value d (2 s + 1) (grid + delta).
+template <bool kGather>
 struct Iq1MRow {
   static constexpr int kBlockElements = 256;
   template <int kTokens, bool kPrefetch>
@@ -727,8 +755,9 @@ struct Iq1MRow {
     const __m256i sign_bit = _mm256_set_epi64x(int64_t(0x8000800080008000), 0x0800080008000800, 0x0080008000800080,
                                                0x0008000800080008);
     const __m256i negative = _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16(int16_t(high)), sign_bit), sign_bit);
-    return iq1_group(_mm256_set_epi64x(entry(3), entry(2), entry(1), entry(0)),
-                     _mm256_or_si256(negative, _mm256_set1_epi8(1)),
+    const __m256i entries = kGather ? gather_entries64(kIq1sGrid, low, high, _mm_setr_epi32(0, 4, 8, 12), 7)
+                                    : _mm256_set_epi64x(entry(3), entry(2), entry(1), entry(0));
+    return iq1_group(entries, _mm256_or_si256(negative, _mm256_set1_epi8(1)),
                      split_scales(2 * (word >> shift & 7) + 1, 2 * (word >> (shift + 3) & 7) + 1));
   };
 };
@@ -753,8 +782,8 @@ void rows_q8(const WeightMatrix& w, const PreparedX* xs, int n, int64_t row_begi
   });
 }
 
-// The row kernel of each type that has one; nullptr for the others. kGathers: the IQ2_XXS,
-// IQ3_XXS and IQ3_S grid entries are fetched with one vpgatherdd / vpgatherdq per group instead of
+// The row kernel of each type that has one; nullptr for the others. kGathers: the IQ1 / IQ2 /
+// IQ3 grid entries are fetched with one vpgatherdd / vpgatherdq per group instead of
 // scalar loads and inserts (the same entries, so the same results bit for bit; which is faster
 // depends on the core, see ggml_rows_q8).
 template <bool kGathers>
@@ -773,12 +802,12 @@ GgmlRowsQ8 rows_q8_of(GgmlType type) {
     case GgmlType::Q6_K: return rows_q8<Q6_KRow>;
     case GgmlType::IQ4_XS: return rows_q8<Iq4XsRow>;
     case GgmlType::IQ2_XXS: return rows_q8<Iq2XxsRow<kGathers>>;
-    case GgmlType::IQ2_XS: return rows_q8<Iq2XsRow>;
-    case GgmlType::IQ2_S: return rows_q8<Iq2SRow>;
+    case GgmlType::IQ2_XS: return rows_q8<Iq2XsRow<kGathers>>;
+    case GgmlType::IQ2_S: return rows_q8<Iq2SRow<kGathers>>;
     case GgmlType::IQ3_XXS: return rows_q8<Iq3XxsRow<kGathers>>;
     case GgmlType::IQ3_S: return rows_q8<Iq3SRow<kGathers>>;
-    case GgmlType::IQ1_S: return rows_q8<Iq1SRow>;
-    case GgmlType::IQ1_M: return rows_q8<Iq1MRow>;
+    case GgmlType::IQ1_S: return rows_q8<Iq1SRow<kGathers>>;
+    case GgmlType::IQ1_M: return rows_q8<Iq1MRow<kGathers>>;
     default: return nullptr;
   }
 }
