@@ -55,11 +55,6 @@ inline void prefetch_block(const uint8_t* block, int bytes) {
     prefetch_stream(reinterpret_cast<const char*>(block) + kRowPrefetchBytes + line);
 }
 
-// Lane j of v in every lane.
-__attribute__((always_inline)) inline __m256 lane(__m256 v, int j) {
-  return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(j));
-}
-
 // 8 bytes (signed or unsigned) as 8 floats.
 __attribute__((always_inline)) inline __m256 floats_of_i8(__m128i bytes) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
@@ -578,8 +573,7 @@ struct Iq2XxsRow {
     else
       entries = _mm256_set_epi64x(int64_t(kIq2xxsGrid[g[3]]), int64_t(kIq2xxsGrid[g[2]]), int64_t(kIq2xxsGrid[g[1]]),
                                   int64_t(kIq2xxsGrid[g[0]]));
-    return Group32{entries,
-                   sign_bytes(signs), _mm256_set1_epi16(int16_t(scale))};
+    return Group32{entries, sign_bytes(signs), _mm256_set1_epi16(int16_t(scale))};
   };
 };
 
@@ -607,8 +601,7 @@ struct Iq2XsRow {
     else
       entries = _mm256_set_epi64x(int64_t(kIq2xsGrid[code[3] & 511]), int64_t(kIq2xsGrid[code[2] & 511]),
                                   int64_t(kIq2xsGrid[code[1] & 511]), int64_t(kIq2xsGrid[code[0] & 511]));
-    return Group32{entries,
-                   sign_bytes(signs), split_scales(2 * (scales & 15) + 1, 2 * (scales >> 4) + 1)};
+    return Group32{entries, sign_bytes(signs), split_scales(2 * (scales & 15) + 1, 2 * (scales >> 4) + 1)};
   };
 };
 
@@ -634,8 +627,7 @@ struct Iq2SRow {
                                   int64_t(kIq2sGrid[low[2] | (high >> 4 & 3) << 8]),
                                   int64_t(kIq2sGrid[low[1] | (high >> 2 & 3) << 8]),
                                   int64_t(kIq2sGrid[low[0] | (high & 3) << 8]));
-    return Group32{entries,
-                   sign_bytes(u32_at(block + 34 + 4 * ib)), split_scales(2 * (scales & 15) + 1, 2 * (scales >> 4) + 1)};
+    return Group32{entries, sign_bytes(u32_at(block + 34 + 4 * ib)), split_scales(2 * (scales & 15) + 1, 2 * (scales >> 4) + 1)};
   };
 };
 
@@ -663,8 +655,7 @@ struct Iq3XxsRow {
       entries = _mm256_setr_epi32(int(kIq3xxsGrid[index[0]]), int(kIq3xxsGrid[index[1]]), int(kIq3xxsGrid[index[2]]),
                                   int(kIq3xxsGrid[index[3]]), int(kIq3xxsGrid[index[4]]), int(kIq3xxsGrid[index[5]]),
                                   int(kIq3xxsGrid[index[6]]), int(kIq3xxsGrid[index[7]]));
-    return Group32{entries,
-                   sign_bytes(signs), _mm256_set1_epi16(int16_t(scale))};
+    return Group32{entries, sign_bytes(signs), _mm256_set1_epi16(int16_t(scale))};
   };
 };
 
@@ -694,8 +685,7 @@ struct Iq3SRow {
       auto entry = [&](int j) { return int(kIq3sGrid[low[j] | (high >> j & 1) << 8]); };
       entries = _mm256_setr_epi32(entry(0), entry(1), entry(2), entry(3), entry(4), entry(5), entry(6), entry(7));
     }
-    return Group32{entries,
-                   sign_bytes(u32_at(block + 74 + 4 * ib)), _mm256_set1_epi16(int16_t(scale))};
+    return Group32{entries, sign_bytes(u32_at(block + 74 + 4 * ib)), _mm256_set1_epi16(int16_t(scale))};
   };
 };
 
