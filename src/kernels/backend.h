@@ -52,6 +52,10 @@ struct PreparedX {
   const float* x_g8_scale = nullptr;
   const float* x_g8_sum16 = nullptr;
   const float* x_g8_sum32 = nullptr;
+  // -128 times the sum of x_g8 over each 4 columns (a 32-bit lane of 4 digits): the 512-bit IQ4_XS
+  // kernel dots its codes' values biased by +128 (vpdpbusd multiplies unsigned bytes), and its
+  // integer dots start here, so they come out exact and unbiased.
+  const int32_t* x_g8_lane_offsets = nullptr;
 };
 
 // Where quantize_q8 writes PreparedX::x_q8 and friends for `chunks` chunks of 128 columns:
@@ -186,14 +190,17 @@ using GgmlRowDot = float (*)(const uint8_t* row, const float* x, int64_t blocks)
 GgmlRowDot ggml_row_dot_avx2(GgmlType type);
 
 // ggml_q8_avx2.cpp (AVX2; call only where AVX2 runs): PreparedX::x_g8 and friends for cols (a
-// multiple of 32) columns: digits [cols], scales and sums32 [cols / 32], sums16 [cols / 16].
-// False, with the buffers partly written, when x has an inf or NaN.
+// multiple of 32) columns: digits [cols], scales and sums32 [cols / 32], sums16 [cols / 16],
+// lane_offsets [cols / 4]. False, with the buffers partly written, when x has an inf or NaN.
 struct GgmlQ8Buffers {
   int8_t* digits;
   float* scales;
   float* sums16;
   float* sums32;
+  int32_t* lane_offsets;
 };
+// lane_offsets from the digits (both quantizers end with it; portable).
+void ggml_x_lane_offsets(const int8_t* digits, int64_t cols, int32_t* lane_offsets);
 bool ggml_quantize_x_avx2(const float* x, int64_t cols, const GgmlQ8Buffers& out);
 // How x_g8 is rounded. Fine32: ours above (Q8_0's codes with an f32 scale, for every type). The
 // others: as llama.cpp's CPU kernels round x for a weight type (its vec_dot_type), so a GGUF's

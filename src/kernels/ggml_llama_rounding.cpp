@@ -96,18 +96,26 @@ void quantize_q8_k(const float* x, int64_t cols, const GgmlQ8Buffers& out) {
 
 }  // namespace
 
+void ggml_x_lane_offsets(const int8_t* digits, int64_t cols, int32_t* lane_offsets) {
+  for (int64_t lane = 0; lane < cols / 4; ++lane) {
+    const int8_t* d = digits + 4 * lane;
+    lane_offsets[lane] = -128 * (int32_t(d[0]) + d[1] + d[2] + d[3]);
+  }
+}
+
 bool ggml_quantize_x_like_llama(const float* x, int64_t cols, GgmlXRounding rounding, const GgmlQ8Buffers& out) {
   if (!all_finite(x, cols)) return false;
   switch (rounding) {
-    case GgmlXRounding::Q8_0: quantize_q8_0_or_1(x, cols, false, out); return true;
-    case GgmlXRounding::Q8_1: quantize_q8_0_or_1(x, cols, true, out); return true;
+    case GgmlXRounding::Q8_0: quantize_q8_0_or_1(x, cols, false, out); break;
+    case GgmlXRounding::Q8_1: quantize_q8_0_or_1(x, cols, true, out); break;
     case GgmlXRounding::Q8_K:
       if (cols % 256 != 0) return false;
       quantize_q8_k(x, cols, out);
-      return true;
-    case GgmlXRounding::Fine32: break;
+      break;
+    case GgmlXRounding::Fine32: return false;
   }
-  return false;
+  ggml_x_lane_offsets(out.digits, cols, out.lane_offsets);
+  return true;
 }
 
 }  // namespace inkling::kernels::detail

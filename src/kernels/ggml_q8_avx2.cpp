@@ -39,6 +39,7 @@ bool ggml_quantize_x_avx2(const float* x, int64_t cols, const GgmlQ8Buffers& out
     out.sums16[2 * b + 1] = scale * float(second);
     out.sums32[b] = scale * float(first + second);
   }
+  ggml_x_lane_offsets(out.digits, cols, out.lane_offsets);
   return true;
 }
 
@@ -47,8 +48,8 @@ GgmlRowsQ8 ggml_rows_q8_avx2_gathers(GgmlType type) { return rows_q8_of<true>(ty
 
 namespace {
 
-// The types whose integer dots are vpdpbusd in the VNNI build: the 32-element blocks, Q4_K, Q5_K
-// and IQ4_XS. The others (Q2_K, Q3_K, Q6_K and the IQ1 / IQ2 / IQ3 grids) dot through vpmaddubsw
+// The types whose integer dots are vpdpbusd in the VNNI build: the 32-element blocks, Q4_K, Q5_K,
+// Q6_K and IQ4_XS. The others (Q2_K, Q3_K and the IQ1 / IQ2 / IQ3 grids) dot through vpmaddubsw
 // in both builds, and gcc's AVX-512 build of their grid loads is the slower one (IQ3_S 1.5x,
 // IQ3_XXS 1.2x on Zen 4; docs/gguf.md), so they take the AVX2 build.
 bool dots_through_vnni(GgmlType type) {
@@ -61,6 +62,7 @@ bool dots_through_vnni(GgmlType type) {
     case GgmlType::IQ4_NL:
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
     case GgmlType::IQ4_XS: return true;
     default: return false;
   }

@@ -50,9 +50,25 @@ __attribute__((always_inline)) inline __m128i load16(const void* p) {
   return _mm_loadu_si128(static_cast<const __m128i*>(p));
 }
 
-inline void prefetch_block(const uint8_t* block, int bytes) {
-  for (int line = 0; line < bytes; line += 64)
-    prefetch_stream(reinterpret_cast<const char*>(block) + kRowPrefetchBytes + line);
+// How far ahead the block kernels prefetch with T0 (Intel and every CPU but AMD's, see
+// prefetch_stream): kRowPrefetchBytes' 8 KiB was chosen on Zen 5 with NTA. On the Emerald Rapids
+// guest, bench_kernels ggml_matvec 2048 x 2048 cold, configurations alternated in one run (4
+// rounds, median ratio to 8 KiB): 2 threads, 2 KiB: Q4_K 1.18, Q6_K 1.18, IQ4_XS 1.10, Q8_0 0.99;
+// 4 KiB 1.10 / 1.08 / 1.03 / 0.99; 1 and 1.5 KiB below 2 (0.93-0.98 of it), 3 KiB level with
+// it; one thread, 2 KiB: Q4_K 1.47, Q6_K 1.46, IQ4_XS 1.34. A T0 prefetch holds a fill buffer
+// until its line arrives, and the far ones 8 KiB ahead crowd out the near ones.
+constexpr int kBlockT0PrefetchBytes = 2048;
+
+// One prefetch per 64 bytes of the block: consecutive blocks' prefetched addresses are at most
+// 64 bytes apart, so every line of the stream is covered. The hint is read once per block, not
+// per line: a block kernel's whole budget is a few dozen instructions.
+__attribute__((always_inline)) inline void prefetch_block(const uint8_t* block, int bytes) {
+  const char* at = reinterpret_cast<const char*>(block);
+  if (__atomic_load_n(&stream_prefetch_nontemporal, __ATOMIC_RELAXED)) {
+    for (int line = 0; line < bytes; line += 64) _mm_prefetch(at + kRowPrefetchBytes + line, _MM_HINT_NTA);
+  } else {
+    for (int line = 0; line < bytes; line += 64) _mm_prefetch(at + kBlockT0PrefetchBytes + line, _MM_HINT_T0);
+  }
 }
 
 // 8 bytes (signed or unsigned) as 8 floats.
@@ -355,18 +371,28 @@ struct Q3_KRow {
   }
 };
 
-// The eight 6-bit scales (low 8 bytes) and mins (high 8 bytes) of a Q4_K / Q5_K super-block
-// from its 12 packed bytes (k_scale_min in tensor/ggml_types.h, four sub-blocks per word):
-// sub-blocks 0-3 are the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); 4-7 take their low
-// nibbles from bytes 8-11 (scales low, mins high) and their top two bits from bits 6-7 of bytes
-// 0-3 (scales) and 4-7 (mins).
+// The eight 6-bit scales (bytes 0-7) and mins (bytes 8-15) of a Q4_K / Q5_K super-block from its
+// 12 packed bytes (k_scale_min in tensor/ggml_types.h): sub-blocks 0-3 are the low 6 bits of
+// bytes 0-3 (scales) and 4-7 (mins); 4-7 take their low nibbles from bytes 8-11 (scales low, mins
+// high) and their top two bits from bits 6-7 of bytes 0-3 (scales) and 4-7 (mins). Byte shuffles
+// instead of scalar shifts and masks, which were a third of a Q4_K block's instructions; `packed`
+// is read 16 bytes long (the codes follow).
+__attribute__((always_inline)) inline __m128i k_scale_min_bytes(const uint8_t* packed) {
+  const __m128i q = load16(packed);
+  // Low parts: bytes 0-3 (scales 0-3), 8-11 (scales 4-7, low nibbles), 4-7 (mins 0-3), 8-11
+  // (mins 4-7, high nibbles).
+  const __m128i low_sources = _mm_shuffle_epi8(q, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+  const __m128i low = _mm_and_si128(_mm_blend_epi32(low_sources, _mm_srli_epi16(low_sources, 4), 0b1000),
+                                    _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+  // Top two bits of sub-blocks 4-7: bits 6-7 of bytes 0-3 (scales) and 4-7 (mins), as bits 4-5.
+  const __m128i top_sources = _mm_shuffle_epi8(q, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+  return _mm_or_si128(low, _mm_and_si128(_mm_srli_epi16(top_sources, 2), _mm_set1_epi8(0x30)));
+}
+
 __attribute__((always_inline)) inline void k_scales_mins(const uint8_t* packed, __m256& scales, __m256& mins) {
-  const uint32_t w0 = u32_at(packed), w1 = u32_at(packed + 4), w2 = u32_at(packed + 8);
-  const uint32_t s_low = w0 & 0x3f3f3f3fu, m_low = w1 & 0x3f3f3f3fu;
-  const uint32_t s_high = (w2 & 0x0f0f0f0fu) | ((w0 >> 6) & 0x03030303u) << 4;
-  const uint32_t m_high = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 6) & 0x03030303u) << 4;
-  scales = floats_of_u8(_mm_set_epi32(0, 0, int(s_high), int(s_low)));
-  mins = floats_of_u8(_mm_set_epi32(0, 0, int(m_high), int(m_low)));
+  const __m128i bytes = k_scale_min_bytes(packed);
+  scales = floats_of_u8(bytes);
+  mins = floats_of_u8(_mm_srli_si128(bytes, 8));
 }
 
 // Q4_K (kFifthBit false) and Q5_K (true): d, dmin (f16), 12 bytes of scales and mins, [Q5_K: 32
@@ -376,23 +402,99 @@ __attribute__((always_inline)) inline void k_scales_mins(const uint8_t* packed, 
 template <bool kFifthBit>
 struct Q45_KRow {
   static constexpr int kBlockElements = 256;
+  static constexpr int kBytes = kFifthBit ? 176 : 144;
+
+  // Each token's factors and offsets of block b; the factors of group g are lane g.
+  template <int kTokens>
+  __attribute__((always_inline)) static void block_start(const uint8_t* block, const PreparedX* xs, int64_t b,
+                                                         __m256 (&factors)[kTokens], Accumulators<kTokens>& acc) {
+    __m256 scales, mins;
+    k_scales_mins(block + 4, scales, mins);
+    scales = _mm256_mul_ps(scales, _mm256_set1_ps(half_at(block)));
+    mins = _mm256_mul_ps(mins, _mm256_set1_ps(half_at(block + 2)));
+    for (int t = 0; t < kTokens; ++t) {
+      factors[t] = _mm256_mul_ps(scales, _mm256_loadu_ps(xs[t].x_g8_scale + 8 * b));
+      acc.offsets[t] = _mm256_fmadd_ps(mins, _mm256_loadu_ps(xs[t].x_g8_sum32 + 8 * b), acc.offsets[t]);
+    }
+  }
+
+#ifdef __AVX512VNNI__
+  // block_start with the scales and mins in one 512-bit vector (the same products).
+  template <int kTokens>
+  __attribute__((always_inline)) static void block_start512(const uint8_t* block, const PreparedX* xs, int64_t b,
+                                                            __m256 (&factors)[kTokens], Accumulators<kTokens>& acc) {
+    const __m512 d_dmin = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+                                                _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128(int(u32_at(block))))));
+    const __m512 scaled =
+        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(k_scale_min_bytes(block + 4))), d_dmin);
+    const __m256 scales = _mm512_castps512_ps256(scaled), mins = _mm512_extractf32x8_ps(scaled, 1);
+    for (int t = 0; t < kTokens; ++t) {
+      factors[t] = _mm256_mul_ps(scales, _mm256_loadu_ps(xs[t].x_g8_scale + 8 * b));
+      acc.offsets[t] = _mm256_fmadd_ps(mins, _mm256_loadu_ps(xs[t].x_g8_sum32 + 8 * b), acc.offsets[t]);
+    }
+  }
+
+  // The two groups of a pair (nibble 0 and 1 of the same 32 bytes) in the two halves of one
+  // 512-bit vector: one vpdpbusd, one conversion and one FMA per 64 codes. Lanes 0-7 accumulate
+  // the even groups and lanes 8-15 the odd ones, in the AVX2 build's order (below), so the two
+  // builds agree bit for bit.
   template <int kTokens, bool kPrefetch>
   __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
                                                  int64_t ldy) {
-    constexpr int kBytes = kFifthBit ? 176 : 144;
-    const __m256i nibble = _mm256_set1_epi8(15), bit = _mm256_set1_epi8(1);
+    const __m512i nibble = _mm512_set1_epi8(15), halves = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
     Accumulators<kTokens> acc;
+    __m512 sums[kTokens];
+    for (int t = 0; t < kTokens; ++t) sums[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * kBytes;
       if (kPrefetch) prefetch_block(block, kBytes);
-      __m256 scales, mins;
-      k_scales_mins(block + 4, scales, mins);
-      scales = _mm256_mul_ps(scales, _mm256_set1_ps(half_at(block)));
-      mins = _mm256_mul_ps(mins, _mm256_set1_ps(half_at(block + 2)));
-      BlockFactors<kTokens> factors;
-      block_factors<kTokens>(scales, xs, b, factors);
-      for (int t = 0; t < kTokens; ++t)
-        acc.offsets[t] = _mm256_fmadd_ps(mins, _mm256_loadu_ps(xs[t].x_g8_sum32 + 8 * b), acc.offsets[t]);
+      __m256 factors[kTokens];
+      block_start512<kTokens>(block, xs, b, factors, acc);
+      const uint8_t* qs = block + (kFifthBit ? 48 : 16);
+      [[maybe_unused]] __m512i high_bits;
+      if constexpr (kFifthBit) high_bits = _mm512_broadcast_i64x4(load32(block + 16));
+#pragma GCC unroll 4
+      for (int pair = 0; pair < 4; ++pair) {
+        __m512i codes =
+            _mm512_and_si512(_mm512_srlv_epi64(_mm512_broadcast_i64x4(load32(qs + 32 * pair)), halves), nibble);
+        if constexpr (kFifthBit) {
+          // Bit 2 pair of the fifth-bit bytes for the even group, 2 pair + 1 for the odd, as 16.
+          const __m512i shifts = _mm512_setr_epi64(2 * pair, 2 * pair, 2 * pair, 2 * pair, 2 * pair + 1, 2 * pair + 1,
+                                                   2 * pair + 1, 2 * pair + 1);
+          const __m512i fifth = _mm512_slli_epi64(_mm512_srlv_epi64(high_bits, shifts), 4);
+          codes = _mm512_ternarylogic_epi32(codes, fifth, _mm512_set1_epi8(16), 0xf8);  // codes | (fifth & 16)
+        }
+        const __m512i lanes = _mm512_setr_epi32(2 * pair, 2 * pair, 2 * pair, 2 * pair, 2 * pair, 2 * pair, 2 * pair,
+                                                2 * pair, 2 * pair + 1, 2 * pair + 1, 2 * pair + 1, 2 * pair + 1,
+                                                2 * pair + 1, 2 * pair + 1, 2 * pair + 1, 2 * pair + 1);
+        for (int t = 0; t < kTokens; ++t) {
+          const __m512i dots = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes,
+                                                   _mm512_loadu_si512(xs[t].x_g8 + 256 * b + 64 * pair));
+          const __m512 factor = _mm512_permutexvar_ps(lanes, _mm512_castps256_ps512(factors[t]));
+          sums[t] = _mm512_fmadd_ps(factor, _mm512_cvtepi32_ps(dots), sums[t]);
+        }
+      }
+    }
+    for (int t = 0; t < kTokens; ++t)
+      acc.dots[t] = _mm256_add_ps(_mm512_castps512_ps256(sums[t]), _mm512_extractf32x8_ps(sums[t], 1));
+    acc.store(y, ldy);
+  }
+#else
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    const __m256i nibble = _mm256_set1_epi8(15), bit = _mm256_set1_epi8(1);
+    Accumulators<kTokens> acc;  // dots: the even groups
+    __m256 odd[kTokens];
+    for (int t = 0; t < kTokens; ++t) odd[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = row + b * kBytes;
+      if (kPrefetch) prefetch_block(block, kBytes);
+      __m256 factors[kTokens];
+      block_start<kTokens>(block, xs, b, factors, acc);
+      BlockFactors<kTokens> lanes;
+      for (int t = 0; t < kTokens; ++t) _mm256_store_ps(lanes.lanes[t], factors[t]);
+      asm volatile("" : : "m"(lanes.lanes) : "memory");
       const uint8_t* qs = block + (kFifthBit ? 48 : 16);
       __m256i high_bits;
       if constexpr (kFifthBit) high_bits = load32(block + 16);
@@ -406,41 +508,111 @@ struct Q45_KRow {
         }
         for (int t = 0; t < kTokens; ++t) {
           const int8_t* x = xs[t].x_g8 + 256 * b + 64 * pair;
-          accumulate(acc.dots[t], factors.at(t, 2 * pair), udot(low, x));
-          accumulate(acc.dots[t], factors.at(t, 2 * pair + 1), udot(up, x + 32));
+          accumulate(acc.dots[t], lanes.at(t, 2 * pair), udot(low, x));
+          accumulate(odd[t], lanes.at(t, 2 * pair + 1), udot(up, x + 32));
         }
       }
     }
+    for (int t = 0; t < kTokens; ++t) acc.dots[t] = _mm256_add_ps(acc.dots[t], odd[t]);
     acc.store(y, ldy);
   }
+#endif
 };
 
 // Q6_K: 128 bytes of low nibbles, 64 of 2-bit high pairs, 16 signed scales (one per 16
 // elements), d (f16). In half h of 128 elements, 32-element group k takes nibble k / 2 of low
 // bytes 64 h + 32 (k % 2) .. + 31 and pair k of high bytes 32 h .. + 31; value d * scale *
-// (code - 32). The codes (<= 63) are dotted unsigned, the scales applied by vpmaddwd (a pair <=
-// 2 * 63 * 127, a lane <= 2 * 16002 * 128 < 2^31), and the 32 taken out as
-// 32 d sum_m scale_m * (sum of x over 16-element group m).
+// (code - 32). The codes (<= 63) are dotted unsigned (a vpmaddubsw pair <= 2 * 63 * 127), each
+// 32-bit lane of 4 codes times its own factor scale * d * (x scale): a lane's 4 elements share
+// one 16-element scale. The 32 is taken out as 32 d sum_m scale_m * (sum of x over 16-element
+// group m).
 struct Q6_KRow {
   static constexpr int kBlockElements = 256;
+  static constexpr int kBytes = 210;
+
+  // The offsets of block b, and each token's 16 per-scale factors, float(scale_m) * (d * x
+  // scale of group m / 2), in `factors` (low: m < 8); returns the scales as floats.
+  template <int kTokens>
+  __attribute__((always_inline)) static void block_start(const uint8_t* block, const PreparedX* xs, int64_t b,
+                                                         __m256 scales_low, __m256 scales_high,
+                                                         __m256 (&dx)[kTokens], Accumulators<kTokens>& acc) {
+    const float d = half_at(block + 208);
+    const __m256 d32 = _mm256_set1_ps(32.0f * d);
+    for (int t = 0; t < kTokens; ++t) {
+      acc.offsets[t] = _mm256_fmadd_ps(d32, weighted_sums16(scales_low, scales_high, xs[t].x_g8_sum16 + 16 * b), acc.offsets[t]);
+      dx[t] = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_loadu_ps(xs[t].x_g8_scale + 8 * b));
+    }
+  }
+
+#ifdef __AVX512VNNI__
+  // Two groups (64 codes) per 512-bit vector: lanes 0-7 accumulate the even groups, 8-15 the odd
+  // ones, in the AVX2 build's order (below), so the two builds agree bit for bit.
   template <int kTokens, bool kPrefetch>
   __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
                                                  int64_t ldy) {
-    constexpr int kBytes = 210;
-    const __m256i nibble = _mm256_set1_epi8(15), two_bits = _mm256_set1_epi8(3);
+    const __m512i nibble = _mm512_set1_epi8(15), two_bits = _mm512_set1_epi8(0x30);
+    // Pair k of the high bytes to bits 4-5: k = 0 / 1 (first chunk of a half), 2 / 3 (second).
+    const __m512i first_shifts = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2);
+    const __m512i second_shifts = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
+    const __m512i pairs = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     Accumulators<kTokens> acc;
+    __m512 sums[kTokens];
+    for (int t = 0; t < kTokens; ++t) sums[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = row + b * kBytes;
+      if (kPrefetch) prefetch_block(block, kBytes);
+      const __m512 scales = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load16(block + 192)));
+      __m256 dx[kTokens];
+      block_start<kTokens>(block, xs, b, _mm512_castps512_ps256(scales), _mm512_extractf32x8_ps(scales, 1), dx, acc);
+      __m512 factors[kTokens];
+      for (int t = 0; t < kTokens; ++t)
+        factors[t] = _mm512_mul_ps(scales, _mm512_permutexvar_ps(pairs, _mm512_castps256_ps512(dx[t])));
+#pragma GCC unroll 2
+      for (int half = 0; half < 2; ++half) {
+        const __m512i low = _mm512_loadu_si512(block + 64 * half);
+        const __m512i high = _mm512_broadcast_i64x4(load32(block + 128 + 32 * half));
+        const __m512i chunks[2] = {
+            _mm512_ternarylogic_epi32(low, _mm512_and_si512(_mm512_sllv_epi64(high, first_shifts), two_bits), nibble, 0xec),
+            _mm512_ternarylogic_epi32(_mm512_srli_epi16(low, 4),
+                                      _mm512_and_si512(_mm512_srlv_epi64(high, second_shifts), two_bits), nibble, 0xec)};
+#pragma GCC unroll 2
+        for (int c = 0; c < 2; ++c) {
+          const int m = 4 * (2 * half + c);  // the chunk's first 16-element scale
+          const __m512i lanes = _mm512_setr_epi32(m, m, m, m, m + 1, m + 1, m + 1, m + 1, m + 2, m + 2, m + 2, m + 2,
+                                                  m + 3, m + 3, m + 3, m + 3);
+          for (int t = 0; t < kTokens; ++t) {
+            const __m512i dots = _mm512_dpbusd_epi32(_mm512_setzero_si512(), chunks[c],
+                                                     _mm512_loadu_si512(xs[t].x_g8 + 256 * b + 16 * m));
+            sums[t] = _mm512_fmadd_ps(_mm512_permutexvar_ps(lanes, factors[t]), _mm512_cvtepi32_ps(dots), sums[t]);
+          }
+        }
+      }
+    }
+    for (int t = 0; t < kTokens; ++t)
+      acc.dots[t] = _mm256_add_ps(_mm512_castps512_ps256(sums[t]), _mm512_extractf32x8_ps(sums[t], 1));
+    acc.store(y, ldy);
+  }
+#else
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    const __m256i nibble = _mm256_set1_epi8(15), two_bits = _mm256_set1_epi8(3);
+    Accumulators<kTokens> acc;  // dots: the even groups
+    __m256 odd[kTokens];
+    for (int t = 0; t < kTokens; ++t) odd[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * kBytes;
       if (kPrefetch) prefetch_block(block, kBytes);
       const __m128i scale_bytes = load16(block + 192);
-      const __m256i scales = scales_by_group(scale_bytes);
-      const float d = half_at(block + 208);
-      const __m256 d32 = _mm256_set1_ps(32.0f * d);
       const __m256 scales_low = floats_of_i8(scale_bytes), scales_high = floats_of_i8(_mm_srli_si128(scale_bytes, 8));
-      BlockFactors<kTokens> factors;
-      block_factors<kTokens>(_mm256_set1_ps(d), xs, b, factors);
-      for (int t = 0; t < kTokens; ++t)
-        acc.offsets[t] = _mm256_fmadd_ps(d32, weighted_sums16(scales_low, scales_high, xs[t].x_g8_sum16 + 16 * b), acc.offsets[t]);
+      __m256 dx[kTokens];
+      block_start<kTokens>(block, xs, b, scales_low, scales_high, dx, acc);
+      alignas(32) float factors[kTokens][16];
+      for (int t = 0; t < kTokens; ++t) {
+        _mm256_store_ps(factors[t], _mm256_mul_ps(scales_low, _mm256_permutevar8x32_ps(dx[t], _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3))));
+        _mm256_store_ps(factors[t] + 8, _mm256_mul_ps(scales_high, _mm256_permutevar8x32_ps(dx[t], _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7))));
+      }
+      asm volatile("" : : "m"(factors) : "memory");  // broadcasts from memory, see BlockFactors
 #pragma GCC unroll 2
       for (int half = 0; half < 2; ++half) {
         const __m256i low0 = load32(block + 64 * half), low1 = load32(block + 64 * half + 32);
@@ -453,13 +625,18 @@ struct Q6_KRow {
               _mm256_and_si256(low, nibble),
               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, 2 * k), two_bits), 4));
           const int group = 4 * half + k;  // of 32 elements: scales 2 group, 2 group + 1
-          const Group32 g{codes, {}, group_scales(scales, group)};
-          group_dots<kTokens, false>(g, xs, 8 * b + group, factors, group, acc);
+          for (int t = 0; t < kTokens; ++t) {
+            const __m256 factor = _mm256_blend_ps(_mm256_broadcast_ss(&factors[t][2 * group]),
+                                                  _mm256_broadcast_ss(&factors[t][2 * group + 1]), 0xf0);
+            accumulate(group % 2 == 0 ? acc.dots[t] : odd[t], factor, udot(codes, xs[t].x_g8 + 256 * b + 32 * group));
+          }
         }
       }
     }
+    for (int t = 0; t < kTokens; ++t) acc.dots[t] = _mm256_add_ps(acc.dots[t], odd[t]);
     acc.store(y, ldy);
   }
+#endif
 };
 
 // IQ4_XS: d (f16), 16 bits of scale tops (2 per 32 elements), 4 bytes of scale nibbles, 128
@@ -467,36 +644,95 @@ struct Q6_KRow {
 // Codes become grid values (|v| <= 127) with one byte shuffle; value d * (scale - 32) * v.
 struct Iq4XsRow {
   static constexpr int kBlockElements = 256;
+  static constexpr int kBytes = 136;
+
+  // Each token's factors of block b, d * (scale - 32) * (x scale); group ib's is lane ib.
+  template <int kTokens>
+  __attribute__((always_inline)) static void block_factors(const uint8_t* block, const PreparedX* xs, int64_t b,
+                                                           __m256 (&factors)[kTokens]) {
+    const uint32_t low = u32_at(block + 4);
+    const uint32_t tops = uint32_t(block[2] | block[3] << 8);
+    // Scale nibble of sub-block ib: nibble ib % 2 of byte ib / 2; top bits: bits 2 ib, 2 ib + 1.
+    const __m256i nibbles = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(int(low)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+        _mm256_set1_epi32(15));
+    const __m256i top = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(int(tops)), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+        _mm256_set1_epi32(3));
+    const __m256i scale_codes = _mm256_sub_epi32(_mm256_or_si256(nibbles, _mm256_slli_epi32(top, 4)), _mm256_set1_epi32(32));
+    const __m256 scales = _mm256_mul_ps(_mm256_set1_ps(half_at(block)), _mm256_cvtepi32_ps(scale_codes));
+    for (int t = 0; t < kTokens; ++t) factors[t] = _mm256_mul_ps(scales, _mm256_loadu_ps(xs[t].x_g8_scale + 8 * b));
+  }
+
+#ifdef __AVX512VNNI__
+  // Two groups per 512-bit vector, lanes 0-7 the even ones and 8-15 the odd, in the AVX2 build's
+  // order (below). The values are biased by +128 into unsigned bytes for vpdpbusd, whose dots
+  // start at x's lane offsets (-128 times the lane's digit sum): exact, and the AVX2 build's
+  // signed dots bit for bit.
   template <int kTokens, bool kPrefetch>
   __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
                                                  int64_t ldy) {
-    constexpr int kBytes = 136;
-    const __m256i grid = _mm256_broadcastsi128_si256(load16(kIq4Values));
+    const __m512i biased_grid =
+        _mm512_broadcast_i32x4(_mm_xor_si128(load16(kIq4Values), _mm_set1_epi8(int8_t(0x80))));
+    // 128-bit lanes: the low nibbles of a group's 16 bytes (elements 0-15), then the high ones.
+    const __m512i nibble_shifts = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4), nibble = _mm512_set1_epi8(15);
     Accumulators<kTokens> acc;
+    __m512 sums[kTokens];
+    for (int t = 0; t < kTokens; ++t) sums[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * kBytes;
       if (kPrefetch) prefetch_block(block, kBytes);
-      const uint32_t low = u32_at(block + 4);
-      const uint32_t tops = uint32_t(block[2] | block[3] << 8);
-      // Scale nibble of sub-block ib: nibble ib % 2 of byte ib / 2; top bits: bits 2 ib, 2 ib + 1.
-      const __m256i nibbles = _mm256_and_si256(
-          _mm256_srlv_epi32(_mm256_set1_epi32(int(low)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-          _mm256_set1_epi32(15));
-      const __m256i top = _mm256_and_si256(
-          _mm256_srlv_epi32(_mm256_set1_epi32(int(tops)), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
-          _mm256_set1_epi32(3));
-      const __m256i scale_codes = _mm256_sub_epi32(_mm256_or_si256(nibbles, _mm256_slli_epi32(top, 4)), _mm256_set1_epi32(32));
-      BlockFactors<kTokens> factors;
-      block_factors<kTokens>(_mm256_mul_ps(_mm256_set1_ps(half_at(block)), _mm256_cvtepi32_ps(scale_codes)), xs, b, factors);
+      __m256 factors[kTokens];
+      block_factors<kTokens>(block, xs, b, factors);
+#pragma GCC unroll 4
+      for (int pair = 0; pair < 4; ++pair) {
+        const __m512i both = _mm512_castsi256_si512(load32(block + 8 + 32 * pair));
+        const __m512i codes = _mm512_and_si512(
+            _mm512_srlv_epi64(_mm512_shuffle_i64x2(both, both, _MM_SHUFFLE(1, 1, 0, 0)), nibble_shifts), nibble);
+        const __m512i values = _mm512_shuffle_epi8(biased_grid, codes);
+        const __m512i lanes = _mm512_setr_epi32(2 * pair, 2 * pair, 2 * pair, 2 * pair, 2 * pair, 2 * pair, 2 * pair,
+                                                2 * pair, 2 * pair + 1, 2 * pair + 1, 2 * pair + 1, 2 * pair + 1,
+                                                2 * pair + 1, 2 * pair + 1, 2 * pair + 1, 2 * pair + 1);
+        for (int t = 0; t < kTokens; ++t) {
+          const __m512i dots =
+              _mm512_dpbusd_epi32(_mm512_loadu_si512(xs[t].x_g8_lane_offsets + 64 * b + 16 * pair), values,
+                                  _mm512_loadu_si512(xs[t].x_g8 + 256 * b + 64 * pair));
+          const __m512 factor = _mm512_permutexvar_ps(lanes, _mm512_castps256_ps512(factors[t]));
+          sums[t] = _mm512_fmadd_ps(factor, _mm512_cvtepi32_ps(dots), sums[t]);
+        }
+      }
+    }
+    for (int t = 0; t < kTokens; ++t)
+      acc.dots[t] = _mm256_add_ps(_mm512_castps512_ps256(sums[t]), _mm512_extractf32x8_ps(sums[t], 1));
+    acc.store(y, ldy);
+  }
+#else
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    const __m256i grid = _mm256_broadcastsi128_si256(load16(kIq4Values));
+    Accumulators<kTokens> acc;  // dots: the even groups
+    __m256 odd[kTokens];
+    for (int t = 0; t < kTokens; ++t) odd[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = row + b * kBytes;
+      if (kPrefetch) prefetch_block(block, kBytes);
+      __m256 factors[kTokens];
+      block_factors<kTokens>(block, xs, b, factors);
+      BlockFactors<kTokens> lanes;
+      for (int t = 0; t < kTokens; ++t) _mm256_store_ps(lanes.lanes[t], factors[t]);
+      asm volatile("" : : "m"(lanes.lanes) : "memory");
 #pragma GCC unroll 8
       for (int ib = 0; ib < 8; ++ib) {
         const __m256i values = _mm256_shuffle_epi8(grid, split_nibbles(block + 8 + 16 * ib));
         for (int t = 0; t < kTokens; ++t)
-          accumulate(acc.dots[t], factors.at(t, ib), sdot(values, xs[t].x_g8 + 256 * b + 32 * ib));
+          accumulate(ib % 2 == 0 ? acc.dots[t] : odd[t], lanes.at(t, ib), sdot(values, xs[t].x_g8 + 256 * b + 32 * ib));
       }
     }
+    for (int t = 0; t < kTokens; ++t) acc.dots[t] = _mm256_add_ps(acc.dots[t], odd[t]);
     acc.store(y, ldy);
   }
+#endif
 };
 
 // ---- IQ2 / IQ3 / IQ1: grid magnitudes with separate signs ----

@@ -234,9 +234,16 @@ TEST(GgmlAvx2Dot, EachKernelMatchesTheScalarReference) {
 struct Q8X {
   std::vector<int8_t> digits;
   std::vector<float> scales, sums16, sums32;
+  std::vector<int32_t> lane_offsets;
   explicit Q8X(int64_t cols)
-      : digits(size_t(cols)), scales(size_t(cols / 32)), sums16(size_t(cols / 16)), sums32(size_t(cols / 32)) {}
-  kernels::detail::GgmlQ8Buffers buffers() { return {digits.data(), scales.data(), sums16.data(), sums32.data()}; }
+      : digits(size_t(cols)),
+        scales(size_t(cols / 32)),
+        sums16(size_t(cols / 16)),
+        sums32(size_t(cols / 32)),
+        lane_offsets(size_t(cols / 4)) {}
+  kernels::detail::GgmlQ8Buffers buffers() {
+    return {digits.data(), scales.data(), sums16.data(), sums32.data(), lane_offsets.data()};
+  }
   kernels::detail::PreparedX prepared(const float* x) const {
     kernels::detail::PreparedX px;
     px.x = x;
@@ -244,6 +251,7 @@ struct Q8X {
     px.x_g8_scale = scales.data();
     px.x_g8_sum16 = sums16.data();
     px.x_g8_sum32 = sums32.data();
+    px.x_g8_lane_offsets = lane_offsets.data();
     return px;
   }
   float x_hat(int64_t c) const { return scales[size_t(c / 32)] * float(digits[size_t(c)]); }
@@ -268,6 +276,11 @@ TEST(GgmlQ8, ActivationsQuantizePerThirtyTwoColumns) {
   x[100] = -40.0f;                                           // block 3: a negative extreme
   Q8X q(cols);
   ASSERT_TRUE(kernels::detail::ggml_quantize_x_avx2(x.data(), cols, q.buffers()));
+  for (int64_t lane = 0; lane < cols / 4; ++lane) {
+    int32_t sum = 0;
+    for (int64_t c = 4 * lane; c < 4 * lane + 4; ++c) sum += q.digits[size_t(c)];
+    EXPECT_EQ(q.lane_offsets[size_t(lane)], -128 * sum) << lane;
+  }
   for (int64_t b = 0; b < cols / 32; ++b) {
     float largest = 0;
     int biggest = 0;
