@@ -50,14 +50,17 @@ __attribute__((always_inline)) inline __m128i load16(const void* p) {
   return _mm_loadu_si128(static_cast<const __m128i*>(p));
 }
 
-// How far ahead the block kernels prefetch with T0 (Intel and every CPU but AMD's, see
-// prefetch_stream): kRowPrefetchBytes' 8 KiB was chosen on Zen 5 with NTA. On the Emerald Rapids
-// guest, bench_kernels ggml_matvec 2048 x 2048 cold, configurations alternated in one run (4
-// rounds, median ratio to 8 KiB): 2 threads, 2 KiB: Q4_K 1.18, Q6_K 1.18, IQ4_XS 1.10, Q8_0 0.99;
-// 4 KiB 1.10 / 1.08 / 1.03 / 0.99; 1 and 1.5 KiB below 2 (0.93-0.98 of it), 3 KiB level with
-// it; one thread, 2 KiB: Q4_K 1.47, Q6_K 1.46, IQ4_XS 1.34. A T0 prefetch holds a fill buffer
-// until its line arrives, and the far ones 8 KiB ahead crowd out the near ones.
-constexpr int kBlockT0PrefetchBytes = 2048;
+// How far ahead the block kernels prefetch where the hint is T0 (Intel and every CPU but AMD's,
+// see prefetch_stream): each line twice, into L2 (T1) 16 KiB ahead and into L1 (T0) 2 KiB ahead.
+// kRowPrefetchBytes' 8 KiB was chosen on Zen 5 with NTA. On the Emerald Rapids guest,
+// bench_kernels ggml_matvec 2048 x 2048 cold, configurations alternated in one run (4 rounds,
+// median ratios), 2 threads: T0 at 2 KiB against 8 KiB: Q4_K 1.18, Q6_K 1.18, IQ4_XS 1.10, Q8_0
+// 0.99 (4 KiB 1.10 / 1.08 / 1.03 / 0.99; 1 and 1.5 KiB 0.93-0.98 of 2; 3 KiB level with it; one
+// thread, 2 KiB: Q4_K 1.47, Q6_K 1.46, IQ4_XS 1.34); adding T1 at 16 KiB to T0 at 2: Q4_K 1.08,
+// Q6_K 1.15, IQ4_XS 1.03, f32 (not these kernels) 1.00; T1 at 8 or 32 KiB within 1-7% of 16, T2
+// like T1. A T0 prefetch holds an L1 fill buffer until its line arrives, so far ones crowd out
+// near ones; the L2 takes more misses in flight.
+constexpr int kBlockT0PrefetchBytes = 2048, kBlockT1PrefetchBytes = 16384;
 
 // One prefetch per 64 bytes of the block: consecutive blocks' prefetched addresses are at most
 // 64 bytes apart, so every line of the stream is covered. The hint is read once per block, not
@@ -67,7 +70,10 @@ __attribute__((always_inline)) inline void prefetch_block(const uint8_t* block, 
   if (__atomic_load_n(&stream_prefetch_nontemporal, __ATOMIC_RELAXED)) {
     for (int line = 0; line < bytes; line += 64) _mm_prefetch(at + kRowPrefetchBytes + line, _MM_HINT_NTA);
   } else {
-    for (int line = 0; line < bytes; line += 64) _mm_prefetch(at + kBlockT0PrefetchBytes + line, _MM_HINT_T0);
+    for (int line = 0; line < bytes; line += 64) {
+      _mm_prefetch(at + kBlockT1PrefetchBytes + line, _MM_HINT_T1);
+      _mm_prefetch(at + kBlockT0PrefetchBytes + line, _MM_HINT_T0);
+    }
   }
 }
 
