@@ -528,10 +528,11 @@ struct Q45_KRow {
 // Q6_K: 128 bytes of low nibbles, 64 of 2-bit high pairs, 16 signed scales (one per 16
 // elements), d (f16). In half h of 128 elements, 32-element group k takes nibble k / 2 of low
 // bytes 64 h + 32 (k % 2) .. + 31 and pair k of high bytes 32 h .. + 31; value d * scale *
-// (code - 32). The codes (<= 63) are dotted unsigned (a vpmaddubsw pair <= 2 * 63 * 127), each
-// 32-bit lane of 4 codes times its own factor scale * d * (x scale): a lane's 4 elements share
-// one 16-element scale. The 32 is taken out as 32 d sum_m scale_m * (sum of x over 16-element
-// group m).
+// (code - 32). The codes (<= 63) are dotted unsigned (a vpmaddubsw pair <= 2 * 63 * 127). The
+// VNNI build takes each 32-bit lane of 4 codes times its own factor scale * d * (x scale), a
+// lane's 4 elements sharing one 16-element scale; the AVX2 build below applies the scales to
+// the integer dots instead. The 32 is taken out as 32 d sum_m scale_m * (sum of x over
+// 16-element group m).
 struct Q6_KRow {
   static constexpr int kBlockElements = 256;
   static constexpr int kBytes = 210;
@@ -552,7 +553,7 @@ struct Q6_KRow {
 
 #ifdef __AVX512VNNI__
   // Two groups (64 codes) per 512-bit vector: lanes 0-7 accumulate the even groups, 8-15 the odd
-  // ones, in the AVX2 build's order (below), so the two builds agree bit for bit.
+  // ones.
   template <int kTokens, bool kPrefetch>
   __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
                                                  int64_t ldy) {
@@ -599,26 +600,26 @@ struct Q6_KRow {
     acc.store(y, ldy);
   }
 #else
+  // The AVX2 build applies the 16-element scales in the integer domain (vpmaddwd, a lane <= 2 *
+  // 16002 * 128 < 2^31) and one factor d * (x scale) per group: on AVX2 alone that is the faster
+  // form (per-lane float factors measured 9% slower there). Its sums differ from the VNNI build's
+  // by f32 rounding (the scale multiplies before the conversion instead of after).
   template <int kTokens, bool kPrefetch>
   __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
                                                  int64_t ldy) {
     const __m256i nibble = _mm256_set1_epi8(15), two_bits = _mm256_set1_epi8(3);
-    Accumulators<kTokens> acc;  // dots: the even groups
-    __m256 odd[kTokens];
-    for (int t = 0; t < kTokens; ++t) odd[t] = _mm256_setzero_ps();
+    Accumulators<kTokens> acc;
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * kBytes;
       if (kPrefetch) prefetch_block(block, kBytes);
       const __m128i scale_bytes = load16(block + 192);
+      const __m256i scales = scales_by_group(scale_bytes);
       const __m256 scales_low = floats_of_i8(scale_bytes), scales_high = floats_of_i8(_mm_srli_si128(scale_bytes, 8));
       __m256 dx[kTokens];
       block_start<kTokens>(block, xs, b, scales_low, scales_high, dx, acc);
-      alignas(32) float factors[kTokens][16];
-      for (int t = 0; t < kTokens; ++t) {
-        _mm256_store_ps(factors[t], _mm256_mul_ps(scales_low, _mm256_permutevar8x32_ps(dx[t], _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3))));
-        _mm256_store_ps(factors[t] + 8, _mm256_mul_ps(scales_high, _mm256_permutevar8x32_ps(dx[t], _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7))));
-      }
-      asm volatile("" : : "m"(factors) : "memory");  // broadcasts from memory, see BlockFactors
+      BlockFactors<kTokens> factors;
+      for (int t = 0; t < kTokens; ++t) _mm256_store_ps(factors.lanes[t], dx[t]);
+      asm volatile("" : : "m"(factors.lanes) : "memory");
 #pragma GCC unroll 2
       for (int half = 0; half < 2; ++half) {
         const __m256i low0 = load32(block + 64 * half), low1 = load32(block + 64 * half + 32);
@@ -631,15 +632,11 @@ struct Q6_KRow {
               _mm256_and_si256(low, nibble),
               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, 2 * k), two_bits), 4));
           const int group = 4 * half + k;  // of 32 elements: scales 2 group, 2 group + 1
-          for (int t = 0; t < kTokens; ++t) {
-            const __m256 factor = _mm256_blend_ps(_mm256_broadcast_ss(&factors[t][2 * group]),
-                                                  _mm256_broadcast_ss(&factors[t][2 * group + 1]), 0xf0);
-            accumulate(group % 2 == 0 ? acc.dots[t] : odd[t], factor, udot(codes, xs[t].x_g8 + 256 * b + 32 * group));
-          }
+          const Group32 g{codes, {}, group_scales(scales, group)};
+          group_dots<kTokens, false>(g, xs, 8 * b + group, factors, group, acc);
         }
       }
     }
-    for (int t = 0; t < kTokens; ++t) acc.dots[t] = _mm256_add_ps(acc.dots[t], odd[t]);
     acc.store(y, ldy);
   }
 #endif

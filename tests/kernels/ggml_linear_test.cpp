@@ -385,7 +385,14 @@ struct QuantizedTokens {
 
 // The VNNI build's dots are exact as the AVX2 build's, and gathered grid entries are the loaded
 // ones: every build gives the AVX2 build's results bit for bit, for one token and for a decode
-// batch, on rows whose codes reach every type's extremes.
+// batch, on rows whose codes reach every type's extremes. Except Q6_K in the VNNI build: it
+// multiplies its 16-element scales into the f32 lane factors, the AVX2 build into the integer
+// dots (each build's faster form), so the two differ by f32 rounding; both stand against the
+// scalar reference above.
+bool rounds_as_avx2(const std::string& build, GgmlType type) {
+  return !(build == "avx512vnni" && type == GgmlType::Q6_K);
+}
+
 TEST(GgmlQ8, EveryBuildGivesTheAvx2ResultsBitForBit) {
   if (!kernels::isa_supported(kernels::Isa::Avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
   const std::vector<KernelBuild> builds = kernel_builds();
@@ -404,6 +411,7 @@ TEST(GgmlQ8, EveryBuildGivesTheAvx2ResultsBitForBit) {
       std::vector<float> avx2(size_t(n * rows));
       builds[0].rows_of(type)(w, pxs.data(), tokens, 0, rows, avx2.data(), rows);
       for (size_t other = 1; other < builds.size(); ++other) {
+        if (!rounds_as_avx2(builds[other].name, type)) continue;
         std::vector<float> y(size_t(n * rows));
         builds[other].rows_of(type)(w, pxs.data(), tokens, 0, rows, y.data(), rows);
         EXPECT_EQ(y, avx2) << builds[other].name << ", " << ggml_type_name(type) << ", " << tokens << " tokens";
