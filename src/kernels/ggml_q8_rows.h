@@ -537,8 +537,8 @@ struct Q6_KRow {
   static constexpr int kBlockElements = 256;
   static constexpr int kBytes = 210;
 
-  // The offsets of block b, and each token's 16 per-scale factors, float(scale_m) * (d * x
-  // scale of group m / 2), in `factors` (low: m < 8); returns the scales as floats.
+  // Adds block b's offsets (the scales as floats: `scales_low` m < 8, `scales_high` the rest) and
+  // gives each token's d * (x scale) of the block's 8 groups in `dx`.
   template <int kTokens>
   __attribute__((always_inline)) static void block_start(const uint8_t* block, const PreparedX* xs, int64_t b,
                                                          __m256 scales_low, __m256 scales_high,
