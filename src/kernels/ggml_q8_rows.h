@@ -139,6 +139,53 @@ struct Accumulators {
   }
 };
 
+// For the kernels whose 512-bit build holds a pair of groups in one vector (PairSums): the even
+// groups' sums in `dots` and the odd ones' apart, added before the offsets come off, so that each
+// lane sees the 512-bit build's operations in its order.
+template <int kTokens>
+struct EvenOddAccumulators : Accumulators<kTokens> {
+  __m256 odd[kTokens];
+  EvenOddAccumulators() {
+    for (int t = 0; t < kTokens; ++t) odd[t] = _mm256_setzero_ps();
+  }
+  void store(float* y, int64_t ldy) {
+    for (int t = 0; t < kTokens; ++t) this->dots[t] = _mm256_add_ps(this->dots[t], odd[t]);
+    Accumulators<kTokens>::store(y, ldy);
+  }
+};
+
+#ifdef __AVX512VNNI__
+// Each token's sum of a row whose 512-bit vectors hold two groups of 32: lanes 0-7 the even
+// group, 8-15 the odd one.
+template <int kTokens>
+struct PairSums {
+  __m512 sums[kTokens];
+  PairSums() {
+    for (int t = 0; t < kTokens; ++t) sums[t] = _mm512_setzero_ps();
+  }
+  // sums[t] += (each lane's factor) * (its integer dot).
+  __attribute__((always_inline)) void add(int t, __m512 factors, __m512i dots) {
+    sums[t] = _mm512_fmadd_ps(factors, _mm512_cvtepi32_ps(dots), sums[t]);
+  }
+  void store(EvenOddAccumulators<kTokens>& acc, float* y, int64_t ldy) {
+    for (int t = 0; t < kTokens; ++t) {
+      acc.dots[t] = _mm512_castps512_ps256(sums[t]);
+      acc.odd[t] = _mm512_extractf32x8_ps(sums[t], 1);
+    }
+    acc.store(y, ldy);
+  }
+};
+
+// The factors of pair `pair`'s two groups (lanes 2 pair and 2 pair + 1 of the block's 8) spread
+// over the low and the high 8 lanes.
+__attribute__((always_inline)) inline __m512 pair_factors(__m256 group_factors, int pair) {
+  const int even = 2 * pair, odd = 2 * pair + 1;
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(even, even, even, even, even, even, even, even, odd, odd, odd, odd,
+                                                 odd, odd, odd, odd),
+                               _mm512_castps256_ps512(group_factors));
+}
+#endif
+
 // Each token's factors for a super-block: the weights' scales of its 8 groups of 32 times x's.
 // They are kept in memory and each group's factor is broadcast from there: a broadcast load runs
 // on a load port, where a lane permute of a register would take the one shuffle port that the
@@ -150,12 +197,18 @@ struct BlockFactors {
 };
 
 template <int kTokens>
-__attribute__((always_inline)) inline void block_factors(__m256 weight_scales, const PreparedX* xs, int64_t b,
-                                                         BlockFactors<kTokens>& factors) {
-  for (int t = 0; t < kTokens; ++t)
-    _mm256_store_ps(factors.lanes[t], _mm256_mul_ps(weight_scales, _mm256_loadu_ps(xs[t].x_g8_scale + 8 * b)));
+__attribute__((always_inline)) inline void store_factors(const __m256 (&lanes)[kTokens], BlockFactors<kTokens>& factors) {
+  for (int t = 0; t < kTokens; ++t) _mm256_store_ps(factors.lanes[t], lanes[t]);
   // Keeps the compiler from turning the broadcasts back into permutes of the register.
   asm volatile("" : : "m"(factors.lanes) : "memory");
+}
+
+template <int kTokens>
+__attribute__((always_inline)) inline void block_factors(__m256 weight_scales, const PreparedX* xs, int64_t b,
+                                                         BlockFactors<kTokens>& factors) {
+  __m256 lanes[kTokens];
+  for (int t = 0; t < kTokens; ++t) lanes[t] = _mm256_mul_ps(weight_scales, _mm256_loadu_ps(xs[t].x_g8_scale + 8 * b));
+  store_factors(lanes, factors);
 }
 
 // sum over the 16 sub-blocks m of a super-block of weight_m * (sum of x over m), the weights of
@@ -448,9 +501,8 @@ struct Q45_KRow {
   __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
                                                  int64_t ldy) {
     const __m512i nibble = _mm512_set1_epi8(15), halves = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
-    Accumulators<kTokens> acc;
-    __m512 sums[kTokens];
-    for (int t = 0; t < kTokens; ++t) sums[t] = _mm512_setzero_ps();
+    EvenOddAccumulators<kTokens> acc;
+    PairSums<kTokens> sums;
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * kBytes;
       if (kPrefetch) prefetch_block(block, kBytes);
@@ -470,37 +522,26 @@ struct Q45_KRow {
           const __m512i fifth = _mm512_slli_epi64(_mm512_srlv_epi64(high_bits, shifts), 4);
           codes = _mm512_ternarylogic_epi32(codes, fifth, _mm512_set1_epi8(16), 0xf8);  // codes | (fifth & 16)
         }
-        const __m512i lanes = _mm512_setr_epi32(2 * pair, 2 * pair, 2 * pair, 2 * pair, 2 * pair, 2 * pair, 2 * pair,
-                                                2 * pair, 2 * pair + 1, 2 * pair + 1, 2 * pair + 1, 2 * pair + 1,
-                                                2 * pair + 1, 2 * pair + 1, 2 * pair + 1, 2 * pair + 1);
-        for (int t = 0; t < kTokens; ++t) {
-          const __m512i dots = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes,
-                                                   _mm512_loadu_si512(xs[t].x_g8 + 256 * b + 64 * pair));
-          const __m512 factor = _mm512_permutexvar_ps(lanes, _mm512_castps256_ps512(factors[t]));
-          sums[t] = _mm512_fmadd_ps(factor, _mm512_cvtepi32_ps(dots), sums[t]);
-        }
+        for (int t = 0; t < kTokens; ++t)
+          sums.add(t, pair_factors(factors[t], pair),
+                   _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, _mm512_loadu_si512(xs[t].x_g8 + 256 * b + 64 * pair)));
       }
     }
-    for (int t = 0; t < kTokens; ++t)
-      acc.dots[t] = _mm256_add_ps(_mm512_castps512_ps256(sums[t]), _mm512_extractf32x8_ps(sums[t], 1));
-    acc.store(y, ldy);
+    sums.store(acc, y, ldy);
   }
 #else
   template <int kTokens, bool kPrefetch>
   __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
                                                  int64_t ldy) {
     const __m256i nibble = _mm256_set1_epi8(15), bit = _mm256_set1_epi8(1);
-    Accumulators<kTokens> acc;  // dots: the even groups
-    __m256 odd[kTokens];
-    for (int t = 0; t < kTokens; ++t) odd[t] = _mm256_setzero_ps();
+    EvenOddAccumulators<kTokens> acc;
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * kBytes;
       if (kPrefetch) prefetch_block(block, kBytes);
       __m256 factors[kTokens];
       block_start<kTokens>(block, xs, b, factors, acc);
       BlockFactors<kTokens> lanes;
-      for (int t = 0; t < kTokens; ++t) _mm256_store_ps(lanes.lanes[t], factors[t]);
-      asm volatile("" : : "m"(lanes.lanes) : "memory");
+      store_factors(factors, lanes);
       const uint8_t* qs = block + (kFifthBit ? 48 : 16);
       __m256i high_bits;
       if constexpr (kFifthBit) high_bits = load32(block + 16);
@@ -515,11 +556,10 @@ struct Q45_KRow {
         for (int t = 0; t < kTokens; ++t) {
           const int8_t* x = xs[t].x_g8 + 256 * b + 64 * pair;
           accumulate(acc.dots[t], lanes.at(t, 2 * pair), udot(low, x));
-          accumulate(odd[t], lanes.at(t, 2 * pair + 1), udot(up, x + 32));
+          accumulate(acc.odd[t], lanes.at(t, 2 * pair + 1), udot(up, x + 32));
         }
       }
     }
-    for (int t = 0; t < kTokens; ++t) acc.dots[t] = _mm256_add_ps(acc.dots[t], odd[t]);
     acc.store(y, ldy);
   }
 #endif
@@ -562,9 +602,8 @@ struct Q6_KRow {
     const __m512i first_shifts = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2);
     const __m512i second_shifts = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
     const __m512i pairs = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-    Accumulators<kTokens> acc;
-    __m512 sums[kTokens];
-    for (int t = 0; t < kTokens; ++t) sums[t] = _mm512_setzero_ps();
+    EvenOddAccumulators<kTokens> acc;
+    PairSums<kTokens> sums;
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * kBytes;
       if (kPrefetch) prefetch_block(block, kBytes);
@@ -590,14 +629,12 @@ struct Q6_KRow {
           for (int t = 0; t < kTokens; ++t) {
             const __m512i dots = _mm512_dpbusd_epi32(_mm512_setzero_si512(), chunks[c],
                                                      _mm512_loadu_si512(xs[t].x_g8 + 256 * b + 16 * m));
-            sums[t] = _mm512_fmadd_ps(_mm512_permutexvar_ps(lanes, factors[t]), _mm512_cvtepi32_ps(dots), sums[t]);
+            sums.add(t, _mm512_permutexvar_ps(lanes, factors[t]), dots);
           }
         }
       }
     }
-    for (int t = 0; t < kTokens; ++t)
-      acc.dots[t] = _mm256_add_ps(_mm512_castps512_ps256(sums[t]), _mm512_extractf32x8_ps(sums[t], 1));
-    acc.store(y, ldy);
+    sums.store(acc, y, ldy);
   }
 #else
   // The AVX2 build applies the 16-element scales in the integer domain (vpmaddwd, a lane <= 2 *
@@ -618,8 +655,7 @@ struct Q6_KRow {
       __m256 dx[kTokens];
       block_start<kTokens>(block, xs, b, scales_low, scales_high, dx, acc);
       BlockFactors<kTokens> factors;
-      for (int t = 0; t < kTokens; ++t) _mm256_store_ps(factors.lanes[t], dx[t]);
-      asm volatile("" : : "m"(factors.lanes) : "memory");
+      store_factors(dx, factors);
 #pragma GCC unroll 2
       for (int half = 0; half < 2; ++half) {
         const __m256i low0 = load32(block + 64 * half), low1 = load32(block + 64 * half + 32);
@@ -679,9 +715,8 @@ struct Iq4XsRow {
         _mm512_broadcast_i32x4(_mm_xor_si128(load16(kIq4Values), _mm_set1_epi8(int8_t(0x80))));
     // 128-bit lanes: the low nibbles of a group's 16 bytes (elements 0-15), then the high ones.
     const __m512i nibble_shifts = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4), nibble = _mm512_set1_epi8(15);
-    Accumulators<kTokens> acc;
-    __m512 sums[kTokens];
-    for (int t = 0; t < kTokens; ++t) sums[t] = _mm512_setzero_ps();
+    EvenOddAccumulators<kTokens> acc;
+    PairSums<kTokens> sums;
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * kBytes;
       if (kPrefetch) prefetch_block(block, kBytes);
@@ -693,46 +728,34 @@ struct Iq4XsRow {
         const __m512i codes = _mm512_and_si512(
             _mm512_srlv_epi64(_mm512_shuffle_i64x2(both, both, _MM_SHUFFLE(1, 1, 0, 0)), nibble_shifts), nibble);
         const __m512i values = _mm512_shuffle_epi8(biased_grid, codes);
-        const __m512i lanes = _mm512_setr_epi32(2 * pair, 2 * pair, 2 * pair, 2 * pair, 2 * pair, 2 * pair, 2 * pair,
-                                                2 * pair, 2 * pair + 1, 2 * pair + 1, 2 * pair + 1, 2 * pair + 1,
-                                                2 * pair + 1, 2 * pair + 1, 2 * pair + 1, 2 * pair + 1);
-        for (int t = 0; t < kTokens; ++t) {
-          const __m512i dots =
-              _mm512_dpbusd_epi32(_mm512_loadu_si512(xs[t].x_g8_lane_offsets + 64 * b + 16 * pair), values,
-                                  _mm512_loadu_si512(xs[t].x_g8 + 256 * b + 64 * pair));
-          const __m512 factor = _mm512_permutexvar_ps(lanes, _mm512_castps256_ps512(factors[t]));
-          sums[t] = _mm512_fmadd_ps(factor, _mm512_cvtepi32_ps(dots), sums[t]);
-        }
+        for (int t = 0; t < kTokens; ++t)
+          sums.add(t, pair_factors(factors[t], pair),
+                   _mm512_dpbusd_epi32(_mm512_loadu_si512(xs[t].x_g8_lane_offsets + 64 * b + 16 * pair), values,
+                                       _mm512_loadu_si512(xs[t].x_g8 + 256 * b + 64 * pair)));
       }
     }
-    for (int t = 0; t < kTokens; ++t)
-      acc.dots[t] = _mm256_add_ps(_mm512_castps512_ps256(sums[t]), _mm512_extractf32x8_ps(sums[t], 1));
-    acc.store(y, ldy);
+    sums.store(acc, y, ldy);
   }
 #else
   template <int kTokens, bool kPrefetch>
   __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
                                                  int64_t ldy) {
     const __m256i grid = _mm256_broadcastsi128_si256(load16(kIq4Values));
-    Accumulators<kTokens> acc;  // dots: the even groups
-    __m256 odd[kTokens];
-    for (int t = 0; t < kTokens; ++t) odd[t] = _mm256_setzero_ps();
+    EvenOddAccumulators<kTokens> acc;
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * kBytes;
       if (kPrefetch) prefetch_block(block, kBytes);
       __m256 factors[kTokens];
       block_factors<kTokens>(block, xs, b, factors);
       BlockFactors<kTokens> lanes;
-      for (int t = 0; t < kTokens; ++t) _mm256_store_ps(lanes.lanes[t], factors[t]);
-      asm volatile("" : : "m"(lanes.lanes) : "memory");
+      store_factors(factors, lanes);
 #pragma GCC unroll 8
       for (int ib = 0; ib < 8; ++ib) {
         const __m256i values = _mm256_shuffle_epi8(grid, split_nibbles(block + 8 + 16 * ib));
         for (int t = 0; t < kTokens; ++t)
-          accumulate(ib % 2 == 0 ? acc.dots[t] : odd[t], lanes.at(t, ib), sdot(values, xs[t].x_g8 + 256 * b + 32 * ib));
+          accumulate(ib % 2 == 0 ? acc.dots[t] : acc.odd[t], lanes.at(t, ib), sdot(values, xs[t].x_g8 + 256 * b + 32 * ib));
       }
     }
-    for (int t = 0; t < kTokens; ++t) acc.dots[t] = _mm256_add_ps(acc.dots[t], odd[t]);
     acc.store(y, ldy);
   }
 #endif
