@@ -255,6 +255,14 @@ struct Q8X {
     return px;
   }
   float x_hat(int64_t c) const { return scales[size_t(c / 32)] * float(digits[size_t(c)]); }
+  // The lane offsets are -128 times each 4 digits' sum.
+  void expect_lane_offsets() const {
+    for (size_t lane = 0; lane < lane_offsets.size(); ++lane) {
+      int32_t sum = 0;
+      for (size_t c = 4 * lane; c < 4 * lane + 4; ++c) sum += digits[c];
+      EXPECT_EQ(lane_offsets[lane], -128 * sum) << lane;
+    }
+  }
 };
 
 // The types with an integer decode kernel (ggml_q8_rows.h): every block type.
@@ -276,11 +284,7 @@ TEST(GgmlQ8, ActivationsQuantizePerThirtyTwoColumns) {
   x[100] = -40.0f;                                           // block 3: a negative extreme
   Q8X q(cols);
   ASSERT_TRUE(kernels::detail::ggml_quantize_x_avx2(x.data(), cols, q.buffers()));
-  for (int64_t lane = 0; lane < cols / 4; ++lane) {
-    int32_t sum = 0;
-    for (int64_t c = 4 * lane; c < 4 * lane + 4; ++c) sum += q.digits[size_t(c)];
-    EXPECT_EQ(q.lane_offsets[size_t(lane)], -128 * sum) << lane;
-  }
+  q.expect_lane_offsets();
   for (int64_t b = 0; b < cols / 32; ++b) {
     float largest = 0;
     int biggest = 0;
@@ -489,6 +493,7 @@ TEST(GgmlQ8, LlamaRoundingIsLlamaCppsQuantizers) {
   for (GgmlXRounding rounding : {GgmlXRounding::Q8_0, GgmlXRounding::Q8_1, GgmlXRounding::Q8_K}) {
     Q8X q(cols);
     ASSERT_TRUE(kernels::detail::ggml_quantize_x_like_llama(x.data(), cols, rounding, q.buffers()));
+    q.expect_lane_offsets();
     const int64_t group = rounding == GgmlXRounding::Q8_K ? 256 : 32;
     for (int64_t b = 0; b < cols / group; ++b) {
       const float* xb = x.data() + b * group;
