@@ -448,6 +448,15 @@ void register_all() {
                                      BM_Matvec(st, spec, 2048, 2048);
                                    })
           ->UseRealTime();
+      // From L2 (256 rows of 2048 or 64 of 8192: 72-140 KiB per thread for the 4-bit types): the
+      // ceiling of the integer kernel, which must be well above the DRAM rate to keep the stream
+      // at it.
+      if (precision != MatmulPrecision::Exact)
+        for (auto [rows, cols] : {std::pair<int64_t, int64_t>{256, 2048}, {64, 8192}})
+          benchmark::RegisterBenchmark(("ggml_matvec_hot/" + std::string(inkling::ggml_type_name(*type)) + "/" +
+                                        std::to_string(rows) + "x" + std::to_string(cols))
+                                           .c_str(),
+                                       [spec, rows, cols](benchmark::State& st) { BM_MatvecHot(st, spec, rows, cols); });
     }
   benchmark::RegisterBenchmark("machine/read_bandwidth_1GiB", BM_ReadBandwidth)
       ->UseRealTime()

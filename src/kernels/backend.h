@@ -52,10 +52,26 @@ struct PreparedX {
   const float* x_g8_scale = nullptr;
   const float* x_g8_sum16 = nullptr;
   const float* x_g8_sum32 = nullptr;
-  // -128 times the sum of x_g8 over each 4 columns (a 32-bit lane of 4 digits): the 512-bit IQ4_XS
-  // kernel dots its codes' values biased by +128 (vpdpbusd multiplies unsigned bytes), and its
-  // integer dots start here, so they come out exact and unbiased.
-  const int32_t* x_g8_lane_offsets = nullptr;
+  // The 512-bit Q4_K and IQ4_XS kernels (VNNI) take a super-block's 8 groups of 32 together,
+  // 8 codes of each group per vector, qword j from group j: per 256 columns, x_g8 reordered
+  // from [group j][eighth k][8 digits] to [k][j][8], so that the 64 bytes at 64 k meet every
+  // group's eighth k. Their 32-bit lanes 2 j and 2 j + 1 sum group j's columns 8 k .. 8 k + 3
+  // and 8 k + 4 .. 8 k + 7 over the four k in the integers, and one float FMA per super-block
+  // applies the factors. Per 256 columns, 16 lanes each of:
+  //   x_g8_eighths_scale: lane 2 j + h: group j's x_g8_scale;
+  //   x_g8_eighths_scale_high16: the same divided by 16 where j is odd (Q4_K dots its high
+  //     nibbles in place, 16 times their codes);
+  //   x_g8_eighths_sum32: lane 2 j + 1: group j's x_g8_sum32, lane 2 j: 0 (Q4_K's vector of d
+  //     scale_j and dmin min_j, alternating, times it gives the mins' offsets);
+  //   x_g8_eighths_offsets: -128 times the sum of the lane's 16 digits (IQ4_XS's values are
+  //     biased by +128 for vpdpbusd, which multiplies unsigned bytes; its dots start here, so
+  //     they come out exact and unbiased).
+  // Only the whole 256-column blocks are written.
+  const int8_t* x_g8_eighths = nullptr;
+  const float* x_g8_eighths_scale = nullptr;
+  const float* x_g8_eighths_scale_high16 = nullptr;
+  const float* x_g8_eighths_sum32 = nullptr;
+  const int32_t* x_g8_eighths_offsets = nullptr;
 };
 
 // Where quantize_q8 writes PreparedX::x_q8 and friends for `chunks` chunks of 128 columns:
@@ -191,16 +207,21 @@ GgmlRowDot ggml_row_dot_avx2(GgmlType type);
 
 // ggml_q8_avx2.cpp (AVX2; call only where AVX2 runs): PreparedX::x_g8 and friends for cols (a
 // multiple of 32) columns: digits [cols], scales and sums32 [cols / 32], sums16 [cols / 16],
-// lane_offsets [cols / 4]. False, with the buffers partly written, when x has an inf or NaN.
+// and the eighths (PreparedX) [cols / 256 * 256] and eighths_scale / _scale_high16 / _sum32 /
+// _offsets [cols / 256 * 16]. False, with the buffers partly written, when x has an inf or NaN.
 struct GgmlQ8Buffers {
   int8_t* digits;
   float* scales;
   float* sums16;
   float* sums32;
-  int32_t* lane_offsets;
+  int8_t* eighths;
+  float* eighths_scale;
+  float* eighths_scale_high16;
+  float* eighths_sum32;
+  int32_t* eighths_offsets;
 };
-// lane_offsets from the digits (both quantizers end with it; portable).
-void ggml_x_lane_offsets(const int8_t* digits, int64_t cols, int32_t* lane_offsets);
+// The eighths from the digits, scales and sums32 (both quantizers end with it; portable).
+void ggml_x_eighths(int64_t cols, const GgmlQ8Buffers& out);
 bool ggml_quantize_x_avx2(const float* x, int64_t cols, const GgmlQ8Buffers& out);
 // How x_g8 is rounded. Fine32: ours above (Q8_0's codes with an f32 scale, for every type). The
 // others: as llama.cpp's CPU kernels round x for a weight type (its vec_dot_type), so a GGUF's

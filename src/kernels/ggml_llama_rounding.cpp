@@ -96,10 +96,23 @@ void quantize_q8_k(const float* x, int64_t cols, const GgmlQ8Buffers& out) {
 
 }  // namespace
 
-void ggml_x_lane_offsets(const int8_t* digits, int64_t cols, int32_t* lane_offsets) {
-  for (int64_t lane = 0; lane < cols / 4; ++lane) {
-    const int8_t* d = digits + 4 * lane;
-    lane_offsets[lane] = -128 * (int32_t(d[0]) + d[1] + d[2] + d[3]);
+void ggml_x_eighths(int64_t cols, const GgmlQ8Buffers& out) {
+  for (int64_t b = 0; b < cols / 256; ++b) {
+    const int8_t* digits = out.digits + 256 * b;
+    int8_t* eighths = out.eighths + 256 * b;
+    for (int k = 0; k < 4; ++k)
+      for (int j = 0; j < 8; ++j)
+        for (int i = 0; i < 8; ++i) eighths[64 * k + 8 * j + i] = digits[32 * j + 8 * k + i];
+    for (int lane = 0; lane < 16; ++lane) {
+      const int j = lane / 2, h = lane % 2;
+      int32_t sum = 0;
+      for (int k = 0; k < 4; ++k)
+        for (int i = 0; i < 4; ++i) sum += digits[32 * j + 8 * k + 4 * h + i];
+      out.eighths_offsets[16 * b + lane] = -128 * sum;
+      out.eighths_scale[16 * b + lane] = out.scales[8 * b + j];
+      out.eighths_scale_high16[16 * b + lane] = j % 2 == 1 ? out.scales[8 * b + j] / 16 : out.scales[8 * b + j];
+      out.eighths_sum32[16 * b + lane] = h == 1 ? out.sums32[8 * b + j] : 0.0f;
+    }
   }
 }
 
@@ -114,7 +127,7 @@ bool ggml_quantize_x_like_llama(const float* x, int64_t cols, GgmlXRounding roun
       break;
     case GgmlXRounding::Fine32: return false;
   }
-  ggml_x_lane_offsets(out.digits, cols, out.lane_offsets);
+  ggml_x_eighths(cols, out);
   return true;
 }
 

@@ -39,7 +39,7 @@ bool ggml_quantize_x_avx2(const float* x, int64_t cols, const GgmlQ8Buffers& out
     out.sums16[2 * b + 1] = scale * float(second);
     out.sums32[b] = scale * float(first + second);
   }
-  ggml_x_lane_offsets(out.digits, cols, out.lane_offsets);
+  ggml_x_eighths(cols, out);
   return true;
 }
 

@@ -184,6 +184,12 @@ __attribute__((always_inline)) inline __m512 pair_factors(__m256 group_factors, 
                                                  odd, odd, odd, odd),
                                _mm512_castps256_ps512(group_factors));
 }
+
+// The sum of the 16 lanes, always in the same order.
+__attribute__((always_inline)) inline float reduce512(__m512 v) {
+  return reduce(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
+}
+
 #endif
 
 // Each token's factors for a super-block: the weights' scales of its 8 groups of 32 times x's.
@@ -565,6 +571,80 @@ struct Q45_KRow {
 #endif
 };
 
+// Q4_K. On VNNI, each 512-bit vector holds all 8 groups of a super-block (PreparedX::x_g8_eighths):
+// in eighth k, qwords 2 c and 2 c + 1 are qword k of the 32 bytes of groups 2 c (their low
+// nibbles) and 2 c + 1 (their high nibbles, left in place: 16 times the code, <= 240). Each
+// 32-bit lane keeps one group through the four eighths, so their dots add up in the integers (a
+// lane is at most 16 * 240 * 127, exact in f32), and one conversion and one FMA per super-block
+// apply the factors, the high nibbles' 16 taken out of x's scales (x_g8_eighths_scale_high16). The
+// AVX2 build is Q45_KRow's; the two differ by f32 rounding.
+struct Q4_KRow {
+  static constexpr int kBlockElements = 256;
+#ifdef __AVX512VNNI__
+  static constexpr int kBytes = 144;
+
+  // The 8 scales and 8 mins of k_scale_min_bytes as 16 int32 lanes, alternating: lane 2 g is
+  // scale g, 2 g + 1 min g. Sub-blocks g < 4 are the low 6 bits of bytes g (scale) and 4 + g
+  // (min); g >= 4 take their low 4 bits from byte 4 + g (scale: its low nibble, min: its high
+  // nibble) and their top 2 from bits 6-7 of bytes g - 4 (scale) and g (min). One byte shuffle
+  // per 128-bit lane (two sub-blocks each) puts a lane's low source in its byte 0 and its top
+  // source in byte 1; `packed` is read 16 bytes long.
+  __attribute__((always_inline)) static __m512i scale_min_lanes(const uint8_t* packed) {
+    constexpr int8_t z = -1;  // a zero byte
+    alignas(64) static constexpr int8_t kSources[64] = {
+        0, z, z, z, 4, z, z, z, 1, z, z, z, 5,  z, z, z, 2,  z, z, z, 6,  z, z, z, 3,  z, z, z, 7,  z, z, z,
+        8, 0, z, z, 8, 4, z, z, 9, 1, z, z, 9,  5, z, z, 10, 2, z, z, 10, 6, z, z, 11, 3, z, z, 11, 7, z, z};
+    const __m512i sources =
+        _mm512_shuffle_epi8(_mm512_broadcast_i32x4(load16(packed)), _mm512_load_si512(kSources));
+    const __m512i low = _mm512_and_si512(
+        _mm512_srlv_epi32(sources, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 4, 0, 4, 0, 4)),
+        _mm512_setr_epi32(63, 63, 63, 63, 63, 63, 63, 63, 15, 15, 15, 15, 15, 15, 15, 15));
+    // Bits 6-7 of byte 1 to bits 4-5 (zero where byte 1 is).
+    return _mm512_ternarylogic_epi32(low, _mm512_srli_epi32(sources, 10), _mm512_set1_epi32(0x30), 0xf8);  // a | (b & c)
+  }
+
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    constexpr int64_t kLow = 0x0f0f0f0f0f0f0f0f, kHigh = int64_t(0xf0f0f0f0f0f0f0f0);
+    const __m512i nibbles = _mm512_setr_epi64(kLow, kHigh, kLow, kHigh, kLow, kHigh, kLow, kHigh);
+    __m512 sums[kTokens], offsets[kTokens];
+    for (int t = 0; t < kTokens; ++t) sums[t] = offsets[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = row + b * kBytes;
+      if (kPrefetch) prefetch_block(block, kBytes);
+      // d, dmin alternating, times the pairs: lane 2 g is d scale_g, 2 g + 1 dmin min_g.
+      const __m512 d_dmin = _mm512_cvtph_ps(_mm256_set1_epi32(int(u32_at(block))));
+      const __m512 scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(scale_min_lanes(block + 4)), d_dmin);
+      const __m512 group_scales = _mm512_moveldup_ps(scaled);
+      const __m512i first = _mm512_loadu_si512(block + 16), second = _mm512_loadu_si512(block + 80);
+      __m512i codes[4];
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k)
+        codes[k] = _mm512_and_si512(
+            _mm512_permutex2var_epi64(first, _mm512_setr_epi64(k, k, 4 + k, 4 + k, 8 + k, 8 + k, 12 + k, 12 + k), second),
+            nibbles);
+      for (int t = 0; t < kTokens; ++t) {
+        const int8_t* x = xs[t].x_g8_eighths + 256 * b;
+        __m512i dots = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes[0], _mm512_loadu_si512(x));
+#pragma GCC unroll 3
+        for (int k = 1; k < 4; ++k) dots = _mm512_dpbusd_epi32(dots, codes[k], _mm512_loadu_si512(x + 64 * k));
+        sums[t] = _mm512_fmadd_ps(_mm512_mul_ps(group_scales, _mm512_loadu_ps(xs[t].x_g8_eighths_scale_high16 + 16 * b)),
+                                  _mm512_cvtepi32_ps(dots), sums[t]);
+        offsets[t] = _mm512_fmadd_ps(scaled, _mm512_loadu_ps(xs[t].x_g8_eighths_sum32 + 16 * b), offsets[t]);
+      }
+    }
+    for (int t = 0; t < kTokens; ++t) y[t * ldy] = reduce512(_mm512_sub_ps(sums[t], offsets[t]));
+  }
+#else
+  template <int kTokens, bool kPrefetch>
+  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
+                                                 int64_t ldy) {
+    Q45_KRow<false>::row<kTokens, kPrefetch>(row, blocks, xs, y, ldy);
+  }
+#endif
+};
+
 // Q6_K: 128 bytes of low nibbles, 64 of 2-bit high pairs, 16 signed scales (one per 16
 // elements), d (f16). In half h of 128 elements, 32-element group k takes nibble k / 2 of low
 // bytes 64 h + 32 (k % 2) .. + 31 and pair k of high bytes 32 h .. + 31; value d * scale *
@@ -704,37 +784,53 @@ struct Iq4XsRow {
   }
 
 #ifdef __AVX512VNNI__
-  // Two groups per 512-bit vector, lanes 0-7 the even ones and 8-15 the odd, in the AVX2 build's
-  // order (below). The values are biased by +128 into unsigned bytes for vpdpbusd, whose dots
-  // start at x's lane offsets (-128 times the lane's digit sum): exact, and the AVX2 build's
-  // signed dots bit for bit.
+  // All 8 groups per 512-bit vector (PreparedX::x_g8_eighths): group j's 16 bytes hold its
+  // elements 0-15 in the low nibbles and 16-31 in the high ones, so eighths 0 and 1 are the low
+  // nibbles of its qwords 0 and 1, eighths 2 and 3 their high nibbles. Each 32-bit lane keeps
+  // one group, the four eighths' dots add up in the integers and one FMA per super-block applies
+  // the factors. The values are biased by +128 into unsigned bytes for vpdpbusd, and the dots
+  // start at x's eighths offsets (-128 times the lane's digit sum): exact, unbiased, and a lane
+  // at most 16 * 255 * 127 on the way. They differ from the AVX2 build's sums by f32 rounding.
   template <int kTokens, bool kPrefetch>
   __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
                                                  int64_t ldy) {
     const __m512i biased_grid =
         _mm512_broadcast_i32x4(_mm_xor_si128(load16(kIq4Values), _mm_set1_epi8(int8_t(0x80))));
-    // 128-bit lanes: the low nibbles of a group's 16 bytes (elements 0-15), then the high ones.
-    const __m512i nibble_shifts = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4), nibble = _mm512_set1_epi8(15);
-    EvenOddAccumulators<kTokens> acc;
-    PairSums<kTokens> sums;
+    const __m512i nibble = _mm512_set1_epi8(15);
+    // Lane 2 j + h: group j's scale nibble is nibble j % 2 of byte j / 2 of the 4 at byte 4, its
+    // top bits bits 2 j, 2 j + 1 of the 16 at byte 2 (moved up by 4, to bits 4-5).
+    const __m512i nibble_shifts = _mm512_setr_epi32(0, 0, 4, 4, 8, 8, 12, 12, 16, 16, 20, 20, 24, 24, 28, 28);
+    const __m512i top_shifts = _mm512_setr_epi32(0, 0, 2, 2, 4, 4, 6, 6, 8, 8, 10, 10, 12, 12, 14, 14);
+    __m512 sums[kTokens];
+    for (int t = 0; t < kTokens; ++t) sums[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * kBytes;
       if (kPrefetch) prefetch_block(block, kBytes);
-      __m256 factors[kTokens];
-      block_factors<kTokens>(block, xs, b, factors);
+      const __m512i nibbles =
+          _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32(int(u32_at(block + 4))), nibble_shifts), _mm512_set1_epi32(15));
+      const __m512i tops = _mm512_srlv_epi32(_mm512_set1_epi32(int(uint32_t(block[2] | block[3] << 8) << 4)), top_shifts);
+      const __m512i scale_codes =
+          _mm512_sub_epi32(_mm512_ternarylogic_epi32(nibbles, tops, _mm512_set1_epi32(0x30), 0xf8), _mm512_set1_epi32(32));
+      const __m512 scales = _mm512_mul_ps(_mm512_set1_ps(half_at(block)), _mm512_cvtepi32_ps(scale_codes));
+      const __m512i first = _mm512_loadu_si512(block + 8), second = _mm512_loadu_si512(block + 72);
+      const __m512i low[2] = {
+          _mm512_permutex2var_epi64(first, _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), second),
+          _mm512_permutex2var_epi64(first, _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15), second)};
+      __m512i values[4];
 #pragma GCC unroll 4
-      for (int pair = 0; pair < 4; ++pair) {
-        const __m512i both = _mm512_castsi256_si512(load32(block + 8 + 32 * pair));
-        const __m512i codes = _mm512_and_si512(
-            _mm512_srlv_epi64(_mm512_shuffle_i64x2(both, both, _MM_SHUFFLE(1, 1, 0, 0)), nibble_shifts), nibble);
-        const __m512i values = _mm512_shuffle_epi8(biased_grid, codes);
-        for (int t = 0; t < kTokens; ++t)
-          sums.add(t, pair_factors(factors[t], pair),
-                   _mm512_dpbusd_epi32(_mm512_loadu_si512(xs[t].x_g8_lane_offsets + 64 * b + 16 * pair), values,
-                                       _mm512_loadu_si512(xs[t].x_g8 + 256 * b + 64 * pair)));
+      for (int k = 0; k < 4; ++k)
+        values[k] = _mm512_shuffle_epi8(
+            biased_grid, _mm512_and_si512(k < 2 ? low[k] : _mm512_srli_epi16(low[k - 2], 4), nibble));
+      for (int t = 0; t < kTokens; ++t) {
+        const int8_t* x = xs[t].x_g8_eighths + 256 * b;
+        __m512i dots = _mm512_loadu_si512(xs[t].x_g8_eighths_offsets + 16 * b);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) dots = _mm512_dpbusd_epi32(dots, values[k], _mm512_loadu_si512(x + 64 * k));
+        sums[t] = _mm512_fmadd_ps(_mm512_mul_ps(scales, _mm512_loadu_ps(xs[t].x_g8_eighths_scale + 16 * b)),
+                                  _mm512_cvtepi32_ps(dots), sums[t]);
       }
     }
-    sums.store(acc, y, ldy);
+    for (int t = 0; t < kTokens; ++t) y[t * ldy] = reduce512(sums[t]);
   }
 #else
   template <int kTokens, bool kPrefetch>
@@ -1049,7 +1145,7 @@ GgmlRowsQ8 rows_q8_of(GgmlType type) {
     case GgmlType::IQ4_NL: return rows_q8<Block32Row<Iq4NlBlock>>;
     case GgmlType::Q2_K: return rows_q8<Q2_KRow>;
     case GgmlType::Q3_K: return rows_q8<Q3_KRow>;
-    case GgmlType::Q4_K: return rows_q8<Q45_KRow<false>>;
+    case GgmlType::Q4_K: return rows_q8<Q4_KRow>;
     case GgmlType::Q5_K: return rows_q8<Q45_KRow<true>>;
     case GgmlType::Q6_K: return rows_q8<Q6_KRow>;
     case GgmlType::IQ4_XS: return rows_q8<Iq4XsRow>;

@@ -133,7 +133,9 @@ struct PrepareCache {
     bool has = false, ok = false;
     AlignedVector<int8_t> digits;
     AlignedVector<float> scale, sum16, sum32;
-    AlignedVector<int32_t> lane_offsets;
+    AlignedVector<int8_t> eighths;
+    AlignedVector<float> eighths_scale, eighths_scale_high16, eighths_sum32;
+    AlignedVector<int32_t> eighths_offsets;
   };
   std::array<G8, size_t(detail::GgmlXRounding::Q8_K) + 1> g8;
 };
@@ -201,9 +203,20 @@ PreparedX prepare(const WeightMatrix& w, const float* x, const Backend& backend,
         g8.scale.resize(size_t(cols / 32));
         g8.sum16.resize(size_t(cols / 16));
         g8.sum32.resize(size_t(cols / 32));
-        g8.lane_offsets.resize(size_t(cols / 4));
-        const detail::GgmlQ8Buffers out{g8.digits.data(), g8.scale.data(), g8.sum16.data(), g8.sum32.data(),
-                                        g8.lane_offsets.data()};
+        g8.eighths.resize(size_t(cols / 256 * 256));
+        g8.eighths_scale.resize(size_t(cols / 256 * 16));
+        g8.eighths_scale_high16.resize(size_t(cols / 256 * 16));
+        g8.eighths_sum32.resize(size_t(cols / 256 * 16));
+        g8.eighths_offsets.resize(size_t(cols / 256 * 16));
+        const detail::GgmlQ8Buffers out{g8.digits.data(),
+                                        g8.scale.data(),
+                                        g8.sum16.data(),
+                                        g8.sum32.data(),
+                                        g8.eighths.data(),
+                                        g8.eighths_scale.data(),
+                                        g8.eighths_scale_high16.data(),
+                                        g8.eighths_sum32.data(),
+                                        g8.eighths_offsets.data()};
         g8.ok = rounding == detail::GgmlXRounding::Fine32 ? detail::ggml_quantize_x_avx2(x, cols, out)
                                                           : detail::ggml_quantize_x_like_llama(x, cols, rounding, out);
         g8.has = true;
@@ -213,7 +226,11 @@ PreparedX prepare(const WeightMatrix& w, const float* x, const Backend& backend,
         prepared.x_g8_scale = g8.scale.data();
         prepared.x_g8_sum16 = g8.sum16.data();
         prepared.x_g8_sum32 = g8.sum32.data();
-        prepared.x_g8_lane_offsets = g8.lane_offsets.data();
+        prepared.x_g8_eighths = g8.eighths.data();
+        prepared.x_g8_eighths_scale = g8.eighths_scale.data();
+        prepared.x_g8_eighths_scale_high16 = g8.eighths_scale_high16.data();
+        prepared.x_g8_eighths_sum32 = g8.eighths_sum32.data();
+        prepared.x_g8_eighths_offsets = g8.eighths_offsets.data();
       }
     }
     return prepared;

@@ -234,15 +234,24 @@ TEST(GgmlAvx2Dot, EachKernelMatchesTheScalarReference) {
 struct Q8X {
   std::vector<int8_t> digits;
   std::vector<float> scales, sums16, sums32;
-  std::vector<int32_t> lane_offsets;
+  // The 512-bit Q4_K / IQ4_XS kernels' layout (backend.h, PreparedX::x_g8_eighths).
+  std::vector<int8_t> eighths;
+  std::vector<float> eighths_scale, eighths_scale_high16, eighths_sum32;
+  std::vector<int32_t> eighths_offsets;
   explicit Q8X(int64_t cols)
       : digits(size_t(cols)),
         scales(size_t(cols / 32)),
         sums16(size_t(cols / 16)),
         sums32(size_t(cols / 32)),
-        lane_offsets(size_t(cols / 4)) {}
+        eighths(size_t(cols / 256 * 256)),
+        eighths_scale(size_t(cols / 256 * 16)),
+        eighths_scale_high16(size_t(cols / 256 * 16)),
+        eighths_sum32(size_t(cols / 256 * 16)),
+        eighths_offsets(size_t(cols / 256 * 16)) {}
   kernels::detail::GgmlQ8Buffers buffers() {
-    return {digits.data(), scales.data(), sums16.data(), sums32.data(), lane_offsets.data()};
+    return {digits.data(),         scales.data(),          sums16.data(),
+            sums32.data(),         eighths.data(),         eighths_scale.data(),
+            eighths_scale_high16.data(), eighths_sum32.data(), eighths_offsets.data()};
   }
   kernels::detail::PreparedX prepared(const float* x) const {
     kernels::detail::PreparedX px;
@@ -251,16 +260,34 @@ struct Q8X {
     px.x_g8_scale = scales.data();
     px.x_g8_sum16 = sums16.data();
     px.x_g8_sum32 = sums32.data();
-    px.x_g8_lane_offsets = lane_offsets.data();
+    px.x_g8_eighths = eighths.data();
+    px.x_g8_eighths_scale = eighths_scale.data();
+    px.x_g8_eighths_scale_high16 = eighths_scale_high16.data();
+    px.x_g8_eighths_sum32 = eighths_sum32.data();
+    px.x_g8_eighths_offsets = eighths_offsets.data();
     return px;
   }
   float x_hat(int64_t c) const { return scales[size_t(c / 32)] * float(digits[size_t(c)]); }
-  // The lane offsets are -128 times each 4 digits' sum.
-  void expect_lane_offsets() const {
-    for (size_t lane = 0; lane < lane_offsets.size(); ++lane) {
-      int32_t sum = 0;
-      for (size_t c = 4 * lane; c < 4 * lane + 4; ++c) sum += digits[c];
-      EXPECT_EQ(lane_offsets[lane], -128 * sum) << lane;
+  // Per 256 columns: 64 bytes for each eighth k holding group j's columns 8 k .. 8 k + 7 in qword
+  // j; per lane 2 j + h, group j's scale (a sixteenth of it for odd j in _high16), its sum32 for h
+  // = 1 (0 for h = 0), and -128 times the digits of its columns 8 k + 4 h .. + 3 over the four k.
+  void expect_eighths() const {
+    ASSERT_EQ(eighths.size(), digits.size() / 256 * 256);
+    for (size_t b = 0; b < digits.size() / 256; ++b) {
+      for (size_t k = 0; k < 4; ++k)
+        for (size_t j = 0; j < 8; ++j)
+          for (size_t i = 0; i < 8; ++i)
+            ASSERT_EQ(eighths[256 * b + 64 * k + 8 * j + i], digits[256 * b + 32 * j + 8 * k + i]) << b << k << j << i;
+      for (size_t lane = 0; lane < 16; ++lane) {
+        const size_t j = lane / 2, h = lane % 2;
+        int32_t sum = 0;
+        for (size_t k = 0; k < 4; ++k)
+          for (size_t i = 0; i < 4; ++i) sum += digits[256 * b + 32 * j + 8 * k + 4 * h + i];
+        EXPECT_EQ(eighths_offsets[16 * b + lane], -128 * sum) << b << " " << lane;
+        EXPECT_EQ(eighths_scale[16 * b + lane], scales[8 * b + j]) << b << " " << lane;
+        EXPECT_EQ(eighths_scale_high16[16 * b + lane], j % 2 ? scales[8 * b + j] / 16 : scales[8 * b + j]);
+        EXPECT_EQ(eighths_sum32[16 * b + lane], h ? sums32[8 * b + j] : 0.0f) << b << " " << lane;
+      }
     }
   }
 };
@@ -274,7 +301,7 @@ constexpr GgmlType kIntegerTypes[] = {
 
 TEST(GgmlQ8, ActivationsQuantizePerThirtyTwoColumns) {
   if (!kernels::isa_supported(kernels::Isa::Avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
-  const int64_t cols = 32 * 7;
+  const int64_t cols = 32 * 9;  // one super-block for the eighths, and a tail
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> x(static_cast<size_t>(cols));
@@ -284,7 +311,7 @@ TEST(GgmlQ8, ActivationsQuantizePerThirtyTwoColumns) {
   x[100] = -40.0f;                                           // block 3: a negative extreme
   Q8X q(cols);
   ASSERT_TRUE(kernels::detail::ggml_quantize_x_avx2(x.data(), cols, q.buffers()));
-  q.expect_lane_offsets();
+  q.expect_eighths();
   for (int64_t b = 0; b < cols / 32; ++b) {
     float largest = 0;
     int biggest = 0;
@@ -389,12 +416,13 @@ struct QuantizedTokens {
 
 // The VNNI build's dots are exact as the AVX2 build's, and gathered grid entries are the loaded
 // ones: every build gives the AVX2 build's results bit for bit, for one token and for a decode
-// batch, on rows whose codes reach every type's extremes. Except Q6_K in the VNNI build: it
-// multiplies its 16-element scales into the f32 lane factors, the AVX2 build into the integer
-// dots (each build's faster form), so the two differ by f32 rounding; both stand against the
-// scalar reference above.
+// batch, on rows whose codes reach every type's extremes. Except three types in the VNNI build,
+// each in its faster form there, which differ from the AVX2 build by f32 rounding (both stand
+// against the scalar reference above): Q6_K multiplies its 16-element scales into the f32 lane
+// factors (AVX2: into the integer dots); Q4_K and IQ4_XS sum a group's dots in the integers over
+// the whole super-block (PreparedX::x_g8_eighths; AVX2: a float FMA per 32 columns).
 bool rounds_as_avx2(const std::string& build, GgmlType type) {
-  return !(build == "avx512vnni" && type == GgmlType::Q6_K);
+  return !(build == "avx512vnni" && (type == GgmlType::Q6_K || type == GgmlType::Q4_K || type == GgmlType::IQ4_XS));
 }
 
 TEST(GgmlQ8, EveryBuildGivesTheAvx2ResultsBitForBit) {
@@ -493,7 +521,7 @@ TEST(GgmlQ8, LlamaRoundingIsLlamaCppsQuantizers) {
   for (GgmlXRounding rounding : {GgmlXRounding::Q8_0, GgmlXRounding::Q8_1, GgmlXRounding::Q8_K}) {
     Q8X q(cols);
     ASSERT_TRUE(kernels::detail::ggml_quantize_x_like_llama(x.data(), cols, rounding, q.buffers()));
-    q.expect_lane_offsets();
+    q.expect_eighths();
     const int64_t group = rounding == GgmlXRounding::Q8_K ? 256 : 32;
     for (int64_t b = 0; b < cols / group; ++b) {
       const float* xb = x.data() + b * group;
