@@ -540,7 +540,9 @@ struct Q45_KRow {
   __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
                                                  int64_t ldy) {
     const __m256i nibble = _mm256_set1_epi8(15), bit = _mm256_set1_epi8(1);
-    EvenOddAccumulators<kTokens> acc;
+    // Q5_K sums its odd groups apart, in its 512-bit build's order (bit for bit); Q4_K's 512-bit
+    // build is Q4_KRow's, so here one sum is the faster form.
+    std::conditional_t<kFifthBit, EvenOddAccumulators<kTokens>, Accumulators<kTokens>> acc;
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * kBytes;
       if (kPrefetch) prefetch_block(block, kBytes);
@@ -562,7 +564,10 @@ struct Q45_KRow {
         for (int t = 0; t < kTokens; ++t) {
           const int8_t* x = xs[t].x_g8 + 256 * b + 64 * pair;
           accumulate(acc.dots[t], lanes.at(t, 2 * pair), udot(low, x));
-          accumulate(acc.odd[t], lanes.at(t, 2 * pair + 1), udot(up, x + 32));
+          if constexpr (kFifthBit)
+            accumulate(acc.odd[t], lanes.at(t, 2 * pair + 1), udot(up, x + 32));
+          else
+            accumulate(acc.dots[t], lanes.at(t, 2 * pair + 1), udot(up, x + 32));
         }
       }
     }
@@ -837,7 +842,7 @@ struct Iq4XsRow {
   __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
                                                  int64_t ldy) {
     const __m256i grid = _mm256_broadcastsi128_si256(load16(kIq4Values));
-    EvenOddAccumulators<kTokens> acc;
+    Accumulators<kTokens> acc;
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * kBytes;
       if (kPrefetch) prefetch_block(block, kBytes);
@@ -849,7 +854,7 @@ struct Iq4XsRow {
       for (int ib = 0; ib < 8; ++ib) {
         const __m256i values = _mm256_shuffle_epi8(grid, split_nibbles(block + 8 + 16 * ib));
         for (int t = 0; t < kTokens; ++t)
-          accumulate(ib % 2 == 0 ? acc.dots[t] : acc.odd[t], lanes.at(t, ib), sdot(values, xs[t].x_g8 + 256 * b + 32 * ib));
+          accumulate(acc.dots[t], lanes.at(t, ib), sdot(values, xs[t].x_g8 + 256 * b + 32 * ib));
       }
     }
     acc.store(y, ldy);
