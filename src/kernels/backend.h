@@ -246,8 +246,12 @@ GgmlRowsQ8 ggml_rows_q8_avx2_gathers(GgmlType type);
 // The same kernels built with AVX-512 VNNI (ggml_q8_avx512vnni.cpp; call only when
 // cpu_has_avx512_vnni()): bit for bit the AVX2 ones' results, fewer instructions per dot.
 GgmlRowsQ8 ggml_rows_q8_avx512vnni(GgmlType type);
-// The build the active ISA takes: VNNI when it is AVX-512, the CPU has VNNI and the type's dots
-// are vpdpbusd there (ggml_q8_avx2.cpp), else AVX2 (with the grid gathers except on AMD).
+// The VNNI build with IQ4_XS's value lookups by vpermb (ggml_q8_avx512vbmi.cpp; call only when
+// cpu_has_avx512_vbmi() too): bit for bit the VNNI build's results.
+GgmlRowsQ8 ggml_rows_q8_avx512vbmi(GgmlType type);
+// The build the active ISA takes: VNNI (with VBMI where the CPU has it) when it is AVX-512, the
+// CPU has VNNI and the type's dots are vpdpbusd there (ggml_q8_avx2.cpp), else AVX2 (with the
+// grid gathers except on AMD).
 GgmlRowsQ8 ggml_rows_q8(GgmlType type);
 
 // 256-entry E4M3 -> f32 table (NaN codes included) for the NVFP4 paths.

@@ -82,7 +82,7 @@ bool grid_gathers() {
 
 GgmlRowsQ8 ggml_rows_q8(GgmlType type) {
   if (active_isa() == Isa::Avx512 && cpu_has_avx512_vnni() && dots_through_vnni(type))
-    return ggml_rows_q8_avx512vnni(type);
+    return cpu_has_avx512_vbmi() ? ggml_rows_q8_avx512vbmi(type) : ggml_rows_q8_avx512vnni(type);
   return grid_gathers() ? ggml_rows_q8_avx2_gathers(type) : ggml_rows_q8_avx2(type);
 }
 

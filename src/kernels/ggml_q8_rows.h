@@ -801,7 +801,7 @@ struct Iq4XsRow {
                                                  int64_t ldy) {
     const __m512i biased_grid =
         _mm512_broadcast_i32x4(_mm_xor_si128(load16(kIq4Values), _mm_set1_epi8(int8_t(0x80))));
-    const __m512i nibble = _mm512_set1_epi8(15);
+    [[maybe_unused]] const __m512i nibble = _mm512_set1_epi8(15);
     // Lane 2 j + h: group j's scale nibble is nibble j % 2 of byte j / 2 of the 4 at byte 4, its
     // top bits bits 2 j, 2 j + 1 of the 16 at byte 2 (moved up by 4, to bits 4-5).
     const __m512i nibble_shifts = _mm512_setr_epi32(0, 0, 4, 4, 8, 8, 12, 12, 16, 16, 20, 20, 24, 24, 28, 28);
@@ -823,9 +823,15 @@ struct Iq4XsRow {
           _mm512_permutex2var_epi64(first, _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15), second)};
       __m512i values[4];
 #pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k)
-        values[k] = _mm512_shuffle_epi8(
-            biased_grid, _mm512_and_si512(k < 2 ? low[k] : _mm512_srli_epi16(low[k - 2], 4), nibble));
+      for (int k = 0; k < 4; ++k) {
+        const __m512i indices = k < 2 ? low[k] : _mm512_srli_epi16(low[k - 2], 4);
+#ifdef __AVX512VBMI__
+        // The table is the 16 values four times over: bits 4-5 of an index do not matter.
+        values[k] = _mm512_permutexvar_epi8(indices, biased_grid);
+#else
+        values[k] = _mm512_shuffle_epi8(biased_grid, _mm512_and_si512(indices, nibble));
+#endif
+      }
       for (int t = 0; t < kTokens; ++t) {
         const int8_t* x = xs[t].x_g8_eighths + 256 * b;
         __m512i dots = _mm512_loadu_si512(xs[t].x_g8_eighths_offsets + 16 * b);
