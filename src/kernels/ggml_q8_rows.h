@@ -42,6 +42,11 @@ inline uint32_t u32_at(const uint8_t* at) {
   __builtin_memcpy(&value, at, 4);
   return value;
 }
+inline uint64_t u64_at(const uint8_t* at) {
+  uint64_t value;
+  __builtin_memcpy(&value, at, 8);
+  return value;
+}
 
 __attribute__((always_inline)) inline __m256i load32(const void* p) {
   return _mm256_loadu_si256(static_cast<const __m256i*>(p));
@@ -139,21 +144,6 @@ struct Accumulators {
   }
 };
 
-// For the kernels whose 512-bit build holds a pair of groups in one vector (PairSums): the even
-// groups' sums in `dots` and the odd ones' apart, added before the offsets come off, so that each
-// lane sees the 512-bit build's operations in its order.
-template <int kTokens>
-struct EvenOddAccumulators : Accumulators<kTokens> {
-  __m256 odd[kTokens];
-  EvenOddAccumulators() {
-    for (int t = 0; t < kTokens; ++t) odd[t] = _mm256_setzero_ps();
-  }
-  void store(float* y, int64_t ldy) {
-    for (int t = 0; t < kTokens; ++t) this->dots[t] = _mm256_add_ps(this->dots[t], odd[t]);
-    Accumulators<kTokens>::store(y, ldy);
-  }
-};
-
 #ifdef __AVX512VNNI__
 // Each token's sum of a row whose 512-bit vectors hold two groups of 32: lanes 0-7 the even
 // group, 8-15 the odd one.
@@ -167,23 +157,13 @@ struct PairSums {
   __attribute__((always_inline)) void add(int t, __m512 factors, __m512i dots) {
     sums[t] = _mm512_fmadd_ps(factors, _mm512_cvtepi32_ps(dots), sums[t]);
   }
-  void store(EvenOddAccumulators<kTokens>& acc, float* y, int64_t ldy) {
-    for (int t = 0; t < kTokens; ++t) {
-      acc.dots[t] = _mm512_castps512_ps256(sums[t]);
-      acc.odd[t] = _mm512_extractf32x8_ps(sums[t], 1);
-    }
-    acc.store(y, ldy);
+  // Each token's sum less its offsets (acc's dots unused).
+  void store(const Accumulators<kTokens>& acc, float* y, int64_t ldy) const {
+    for (int t = 0; t < kTokens; ++t)
+      y[t * ldy] = reduce(_mm256_sub_ps(_mm256_add_ps(_mm512_castps512_ps256(sums[t]), _mm512_extractf32x8_ps(sums[t], 1)),
+                                        acc.offsets[t]));
   }
 };
-
-// The factors of pair `pair`'s two groups (lanes 2 pair and 2 pair + 1 of the block's 8) spread
-// over the low and the high 8 lanes.
-__attribute__((always_inline)) inline __m512 pair_factors(__m256 group_factors, int pair) {
-  const int even = 2 * pair, odd = 2 * pair + 1;
-  return _mm512_permutexvar_ps(_mm512_setr_epi32(even, even, even, even, even, even, even, even, odd, odd, odd, odd,
-                                                 odd, odd, odd, odd),
-                               _mm512_castps256_ps512(group_factors));
-}
 
 // The sum of the 16 lanes, always in the same order.
 __attribute__((always_inline)) inline float reduce512(__m512 v) {
@@ -483,66 +463,11 @@ struct Q45_KRow {
     }
   }
 
-#ifdef __AVX512VNNI__
-  // block_start with the scales and mins in one 512-bit vector (the same products).
-  template <int kTokens>
-  __attribute__((always_inline)) static void block_start512(const uint8_t* block, const PreparedX* xs, int64_t b,
-                                                            __m256 (&factors)[kTokens], Accumulators<kTokens>& acc) {
-    const __m512 d_dmin = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
-                                                _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128(int(u32_at(block))))));
-    const __m512 scaled =
-        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(k_scale_min_bytes(block + 4))), d_dmin);
-    const __m256 scales = _mm512_castps512_ps256(scaled), mins = _mm512_extractf32x8_ps(scaled, 1);
-    for (int t = 0; t < kTokens; ++t) {
-      factors[t] = _mm256_mul_ps(scales, _mm256_loadu_ps(xs[t].x_g8_scale + 8 * b));
-      acc.offsets[t] = _mm256_fmadd_ps(mins, _mm256_loadu_ps(xs[t].x_g8_sum32 + 8 * b), acc.offsets[t]);
-    }
-  }
-
-  // The two groups of a pair (nibble 0 and 1 of the same 32 bytes) in the two halves of one
-  // 512-bit vector: one vpdpbusd, one conversion and one FMA per 64 codes. Lanes 0-7 accumulate
-  // the even groups and lanes 8-15 the odd ones, in the AVX2 build's order (below), so the two
-  // builds agree bit for bit.
-  template <int kTokens, bool kPrefetch>
-  __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
-                                                 int64_t ldy) {
-    const __m512i nibble = _mm512_set1_epi8(15), halves = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
-    EvenOddAccumulators<kTokens> acc;
-    PairSums<kTokens> sums;
-    for (int64_t b = 0; b < blocks; ++b) {
-      const uint8_t* block = row + b * kBytes;
-      if (kPrefetch) prefetch_block(block, kBytes);
-      __m256 factors[kTokens];
-      block_start512<kTokens>(block, xs, b, factors, acc);
-      const uint8_t* qs = block + (kFifthBit ? 48 : 16);
-      [[maybe_unused]] __m512i high_bits;
-      if constexpr (kFifthBit) high_bits = _mm512_broadcast_i64x4(load32(block + 16));
-#pragma GCC unroll 4
-      for (int pair = 0; pair < 4; ++pair) {
-        __m512i codes =
-            _mm512_and_si512(_mm512_srlv_epi64(_mm512_broadcast_i64x4(load32(qs + 32 * pair)), halves), nibble);
-        if constexpr (kFifthBit) {
-          // Bit 2 pair of the fifth-bit bytes for the even group, 2 pair + 1 for the odd, as 16.
-          const __m512i shifts = _mm512_setr_epi64(2 * pair, 2 * pair, 2 * pair, 2 * pair, 2 * pair + 1, 2 * pair + 1,
-                                                   2 * pair + 1, 2 * pair + 1);
-          const __m512i fifth = _mm512_slli_epi64(_mm512_srlv_epi64(high_bits, shifts), 4);
-          codes = _mm512_ternarylogic_epi32(codes, fifth, _mm512_set1_epi8(16), 0xf8);  // codes | (fifth & 16)
-        }
-        for (int t = 0; t < kTokens; ++t)
-          sums.add(t, pair_factors(factors[t], pair),
-                   _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, _mm512_loadu_si512(xs[t].x_g8 + 256 * b + 64 * pair)));
-      }
-    }
-    sums.store(acc, y, ldy);
-  }
-#else
   template <int kTokens, bool kPrefetch>
   __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
                                                  int64_t ldy) {
     const __m256i nibble = _mm256_set1_epi8(15), bit = _mm256_set1_epi8(1);
-    // Q5_K sums its odd groups apart, in its 512-bit build's order (bit for bit); Q4_K's 512-bit
-    // build is Q4_KRow's, so here one sum is the faster form.
-    std::conditional_t<kFifthBit, EvenOddAccumulators<kTokens>, Accumulators<kTokens>> acc;
+    Accumulators<kTokens> acc;
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * kBytes;
       if (kPrefetch) prefetch_block(block, kBytes);
@@ -564,29 +489,28 @@ struct Q45_KRow {
         for (int t = 0; t < kTokens; ++t) {
           const int8_t* x = xs[t].x_g8 + 256 * b + 64 * pair;
           accumulate(acc.dots[t], lanes.at(t, 2 * pair), udot(low, x));
-          if constexpr (kFifthBit)
-            accumulate(acc.odd[t], lanes.at(t, 2 * pair + 1), udot(up, x + 32));
-          else
-            accumulate(acc.dots[t], lanes.at(t, 2 * pair + 1), udot(up, x + 32));
+          accumulate(acc.dots[t], lanes.at(t, 2 * pair + 1), udot(up, x + 32));
         }
       }
     }
     acc.store(y, ldy);
   }
-#endif
 };
 
-// Q4_K. On VNNI, each 512-bit vector holds all 8 groups of a super-block (PreparedX::x_g8_eighths):
-// in eighth k, qwords 2 c and 2 c + 1 are qword k of the 32 bytes of groups 2 c (their low
-// nibbles) and 2 c + 1 (their high nibbles, left in place: 16 times the code, <= 240). Each
-// 32-bit lane keeps one group through the four eighths, so their dots add up in the integers (a
-// lane is at most 16 * 240 * 127, exact in f32), and one conversion and one FMA per super-block
-// apply the factors, the high nibbles' 16 taken out of x's scales (x_g8_eighths_scale_high16). The
-// AVX2 build is Q45_KRow's; the two differ by f32 rounding.
-struct Q4_KRow {
+// Q4_K and Q5_K. On VNNI, each 512-bit vector holds all 8 groups of a super-block
+// (PreparedX::x_g8_eighths): in eighth k, qwords 2 c and 2 c + 1 are qword k of the 32 bytes of
+// groups 2 c (their low nibbles) and 2 c + 1 (their high nibbles). Q4_K leaves the high nibbles
+// in place (16 times the code, <= 240; x's scales for those groups carry the sixteenth,
+// x_g8_eighths_scale_high16); Q5_K shifts them down and ors in bit j of qword k of its fifth-bit
+// bytes as 16 (codes <= 31). Each 32-bit lane keeps one group through the four eighths, so their
+// dots add up in the integers (a lane is at most 16 * 240 * 127, exact in f32), and one
+// conversion and one FMA per super-block apply the factors. The AVX2 build is Q45_KRow's; the two
+// differ by f32 rounding.
+template <bool kFifthBit>
+struct Q45_KEighthsRow {
   static constexpr int kBlockElements = 256;
 #ifdef __AVX512VNNI__
-  static constexpr int kBytes = 144;
+  static constexpr int kBytes = kFifthBit ? 176 : 144;
 
   // The 8 scales and 8 mins of k_scale_min_bytes as 16 int32 lanes, alternating: lane 2 g is
   // scale g, 2 g + 1 min g. Sub-blocks g < 4 are the low 6 bits of bytes g (scale) and 4 + g
@@ -612,7 +536,12 @@ struct Q4_KRow {
   __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
                                                  int64_t ldy) {
     constexpr int64_t kLow = 0x0f0f0f0f0f0f0f0f, kHigh = int64_t(0xf0f0f0f0f0f0f0f0);
-    const __m512i nibbles = _mm512_setr_epi64(kLow, kHigh, kLow, kHigh, kLow, kHigh, kLow, kHigh);
+    const __m512i nibbles = kFifthBit ? _mm512_set1_epi8(15)
+                                      : _mm512_setr_epi64(kLow, kHigh, kLow, kHigh, kLow, kHigh, kLow, kHigh);
+    // Q5_K: the high nibbles down to the low ones; bit j of each fifth-bit byte to bit 4 (a
+    // rotation of qword j by 4 - j keeps every byte's bit j within the byte).
+    [[maybe_unused]] const __m512i nibble_shifts = _mm512_setr_epi64(0, 4, 0, 4, 0, 4, 0, 4);
+    [[maybe_unused]] const __m512i fifth_rotations = _mm512_setr_epi64(4, 3, 2, 1, 0, 63, 62, 61);
     __m512 sums[kTokens], offsets[kTokens];
     for (int t = 0; t < kTokens; ++t) sums[t] = offsets[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < blocks; ++b) {
@@ -622,19 +551,29 @@ struct Q4_KRow {
       const __m512 d_dmin = _mm512_cvtph_ps(_mm256_set1_epi32(int(u32_at(block))));
       const __m512 scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(scale_min_lanes(block + 4)), d_dmin);
       const __m512 group_scales = _mm512_moveldup_ps(scaled);
-      const __m512i first = _mm512_loadu_si512(block + 16), second = _mm512_loadu_si512(block + 80);
+      const uint8_t* qs = block + (kFifthBit ? 48 : 16);
+      const __m512i first = _mm512_loadu_si512(qs), second = _mm512_loadu_si512(qs + 64);
       __m512i codes[4];
 #pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k)
-        codes[k] = _mm512_and_si512(
-            _mm512_permutex2var_epi64(first, _mm512_setr_epi64(k, k, 4 + k, 4 + k, 8 + k, 8 + k, 12 + k, 12 + k), second),
-            nibbles);
+      for (int k = 0; k < 4; ++k) {
+        const __m512i eighth =
+            _mm512_permutex2var_epi64(first, _mm512_setr_epi64(k, k, 4 + k, 4 + k, 8 + k, 8 + k, 12 + k, 12 + k), second);
+        if constexpr (kFifthBit) {
+          const __m512i fifth =
+              _mm512_rolv_epi64(_mm512_set1_epi64(int64_t(u64_at(block + 16 + 8 * k))), fifth_rotations);
+          codes[k] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srlv_epi64(eighth, nibble_shifts), nibbles), fifth,
+                                               _mm512_set1_epi8(16), 0xf8);  // a | (b & c)
+        } else {
+          codes[k] = _mm512_and_si512(eighth, nibbles);
+        }
+      }
       for (int t = 0; t < kTokens; ++t) {
         const int8_t* x = xs[t].x_g8_eighths + 256 * b;
         __m512i dots = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes[0], _mm512_loadu_si512(x));
 #pragma GCC unroll 3
         for (int k = 1; k < 4; ++k) dots = _mm512_dpbusd_epi32(dots, codes[k], _mm512_loadu_si512(x + 64 * k));
-        sums[t] = _mm512_fmadd_ps(_mm512_mul_ps(group_scales, _mm512_loadu_ps(xs[t].x_g8_eighths_scale_high16 + 16 * b)),
+        const float* x_scales = kFifthBit ? xs[t].x_g8_eighths_scale : xs[t].x_g8_eighths_scale_high16;
+        sums[t] = _mm512_fmadd_ps(_mm512_mul_ps(group_scales, _mm512_loadu_ps(x_scales + 16 * b)),
                                   _mm512_cvtepi32_ps(dots), sums[t]);
         offsets[t] = _mm512_fmadd_ps(scaled, _mm512_loadu_ps(xs[t].x_g8_eighths_sum32 + 16 * b), offsets[t]);
       }
@@ -645,7 +584,7 @@ struct Q4_KRow {
   template <int kTokens, bool kPrefetch>
   __attribute__((always_inline)) static void row(const uint8_t* row, int64_t blocks, const PreparedX* xs, float* y,
                                                  int64_t ldy) {
-    Q45_KRow<false>::row<kTokens, kPrefetch>(row, blocks, xs, y, ldy);
+    Q45_KRow<kFifthBit>::template row<kTokens, kPrefetch>(row, blocks, xs, y, ldy);
   }
 #endif
 };
@@ -687,7 +626,7 @@ struct Q6_KRow {
     const __m512i first_shifts = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2);
     const __m512i second_shifts = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
     const __m512i pairs = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-    EvenOddAccumulators<kTokens> acc;
+    Accumulators<kTokens> acc;
     PairSums<kTokens> sums;
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * kBytes;
@@ -1156,8 +1095,8 @@ GgmlRowsQ8 rows_q8_of(GgmlType type) {
     case GgmlType::IQ4_NL: return rows_q8<Block32Row<Iq4NlBlock>>;
     case GgmlType::Q2_K: return rows_q8<Q2_KRow>;
     case GgmlType::Q3_K: return rows_q8<Q3_KRow>;
-    case GgmlType::Q4_K: return rows_q8<Q4_KRow>;
-    case GgmlType::Q5_K: return rows_q8<Q45_KRow<true>>;
+    case GgmlType::Q4_K: return rows_q8<Q45_KEighthsRow<false>>;
+    case GgmlType::Q5_K: return rows_q8<Q45_KEighthsRow<true>>;
     case GgmlType::Q6_K: return rows_q8<Q6_KRow>;
     case GgmlType::IQ4_XS: return rows_q8<Iq4XsRow>;
     case GgmlType::IQ2_XXS: return rows_q8<Iq2XxsRow<kGathers>>;

@@ -419,14 +419,14 @@ struct QuantizedTokens {
 
 // The VNNI build's dots are exact as the AVX2 build's, and gathered grid entries are the loaded
 // ones: every build gives the AVX2 build's results bit for bit, for one token and for a decode
-// batch, on rows whose codes reach every type's extremes. Except three types in the VNNI build,
+// batch, on rows whose codes reach every type's extremes. Except four types in the VNNI build,
 // each in its faster form there, which differ from the AVX2 build by f32 rounding (both stand
 // against the scalar reference above): Q6_K multiplies its 16-element scales into the f32 lane
-// factors (AVX2: into the integer dots); Q4_K and IQ4_XS sum a group's dots in the integers over
-// the whole super-block (PreparedX::x_g8_eighths; AVX2: a float FMA per 32 columns).
+// factors (AVX2: into the integer dots); Q4_K, Q5_K and IQ4_XS sum a group's dots in the integers
+// over the whole super-block (PreparedX::x_g8_eighths; AVX2: a float FMA per 32 columns).
 bool rounds_as_avx2(const std::string& build, GgmlType type) {
-  return !(build.starts_with("avx512vnni") &&
-           (type == GgmlType::Q6_K || type == GgmlType::Q4_K || type == GgmlType::IQ4_XS));
+  return !(build.starts_with("avx512vnni") && (type == GgmlType::Q6_K || type == GgmlType::Q4_K ||
+                                               type == GgmlType::Q5_K || type == GgmlType::IQ4_XS));
 }
 
 TEST(GgmlQ8, EveryBuildGivesTheAvx2ResultsBitForBit) {
