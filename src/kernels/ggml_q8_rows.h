@@ -1,9 +1,11 @@
 // The integer-dot decode of ggml block types in fast precision, included by ggml_q8_avx2.cpp (AVX2)
-// and ggml_q8_avx512vnni.cpp (the same kernels where AVX-512 VNNI is present: each integer dot
-// of 32 codes is one vpdpbusd instead of vpmaddubsw + vpmaddwd; the dots are exact either way, so
-// the two builds give bit-identical results). x is quantized to int8 per 32 columns
-// (ggml_quantize_x_avx2, backend.h), each weight block decoded in registers to int8 (or uint8)
-// codes and dotted, one float FMA per 32 columns.
+// and ggml_q8_avx512vnni.cpp / _avx512vbmi.cpp (the same kernels where AVX-512 VNNI is present:
+// each integer dot of 32 codes is one vpdpbusd instead of vpmaddubsw + vpmaddwd; the dots are
+// exact either way, so the builds give bit-identical results, except for the 512-bit kernels of
+// Q4_K, Q5_K, Q6_K and IQ4_XS, which differ by f32 rounding). x is quantized to int8 per 32
+// columns (ggml_quantize_x_avx2, backend.h), each weight block decoded in registers to int8 (or
+// uint8) codes and dotted, one float FMA per 32 columns (per super-block in the 512-bit Q4_K, Q5_K
+// and IQ4_XS).
 //
 // A row's value is sum over 32-column blocks j of (weight scale of j) * (x scale of j) * (integer
 // dot of j), less (or plus) the types' offsets (Q4_1 / Q5_1 / Q2_K / Q4_K / Q5_K mins, Q3_K's 4,
