@@ -251,6 +251,44 @@ void BM_SwigluMatvec(benchmark::State& state, Spec spec, int64_t rows, int64_t c
   set_label(state);
 }
 
+// One decode step's MoE front: `experts` gate / up pairs [rows, cols] in one swiglu_matvec_batch,
+// laid out as a GGUF file stores them (each expert's gate rows, then its up rows: two streams)
+// or row-interleaved (gate row, up row, ...: one stream, as make_resident copies them).
+void BM_SwigluExperts(benchmark::State& state, Spec spec, int64_t experts, int64_t rows, int64_t cols,
+                      bool interleaved) {
+  auto copies = make_copies(spec, 2 * experts * rows, cols);
+  std::vector<float> x(size_t(cols), 0.01f), y(size_t(experts * rows));
+  std::vector<std::vector<WeightMatrix>> pairs(copies.size());
+  std::vector<std::vector<inkling::kernels::SwigluProduct>> products(copies.size());
+  for (size_t c = 0; c < copies.size(); ++c) {
+    const WeightMatrix& all = copies[c]->w;
+    pairs[c].resize(size_t(2 * experts));
+    for (int64_t e = 0; e < experts; ++e) {
+      WeightMatrix gate = all, up = all;
+      gate.rows = up.rows = rows;
+      gate.data = all.data + 2 * e * rows * all.row_stride;
+      if (interleaved) {
+        gate.row_stride = up.row_stride = 2 * all.row_stride;
+        up.data = gate.data + all.row_stride;
+      } else {
+        up.data = gate.data + rows * all.row_stride;
+      }
+      pairs[c][size_t(2 * e)] = gate;
+      pairs[c][size_t(2 * e + 1)] = up;
+    }
+    for (int64_t e = 0; e < experts; ++e)
+      products[c].push_back({&pairs[c][size_t(2 * e)], &pairs[c][size_t(2 * e + 1)], x.data(), y.data() + e * rows});
+  }
+  size_t next = 0;
+  for (auto _ : state) {
+    inkling::kernels::swiglu_matvec_batch(products[next]);
+    benchmark::DoNotOptimize(y.data());
+    next = (next + 1) % copies.size();
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * copies[0]->w.bytes_read());
+  set_label(state);
+}
+
 void BM_Matmul(benchmark::State& state, Spec spec, int64_t rows, int64_t cols,
                inkling::kernels::MatmulPrecision precision) {
   const int64_t n = state.range(0);
@@ -448,6 +486,15 @@ void register_all() {
                                      BM_Matvec(st, spec, 2048, 2048);
                                    })
           ->UseRealTime();
+      if (precision != MatmulPrecision::Exact && (*type == inkling::GgmlType::Q4_K || *type == inkling::GgmlType::IQ4_XS))
+        for (bool interleaved : {false, true})
+          benchmark::RegisterBenchmark(("ggml_swiglu_experts/" + std::string(inkling::ggml_type_name(*type)) +
+                                        "/8x1024x2048/" + (interleaved ? "interleaved" : "apart"))
+                                           .c_str(),
+                                       [spec, interleaved](benchmark::State& st) {
+                                         BM_SwigluExperts(st, spec, 8, 1024, 2048, interleaved);
+                                       })
+              ->UseRealTime();
       // From L2 (256 rows of 2048 or 64 of 8192: 72-140 KiB per thread for the 4-bit types): the
       // ceiling of the integer kernel, which must be well above the DRAM rate to keep the stream
       // at it.

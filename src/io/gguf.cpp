@@ -1,13 +1,18 @@
 // Strict GGUF reading: mmap + header validation (see gguf.h for the rules).
 #include "io/gguf.h"
 
+#include <sys/uio.h>
+
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <set>
 #include <utility>
+
+#include "tensor/tensor_view.h"
 
 namespace inkling {
 namespace {
@@ -204,6 +209,35 @@ void GgufFile::read_tensor(const GgufTensor& tensor, uint64_t begin, uint64_t co
   }
   read_file_range(
       path_, at, count, [&](uint64_t done, std::vector<iovec>& pieces) { pieces.push_back({out + done, size_t(count - done)}); },
+      label_ + ": tensor " + in_quotes(tensor.name));
+}
+
+void GgufFile::read_tensor_rows(const GgufTensor& tensor, uint64_t first_row, uint64_t rows, uint64_t row_bytes,
+                                uint8_t* out, uint64_t out_stride) const {
+  if (row_bytes == 0 || tensor.nbytes % row_bytes != 0)
+    fail_tensor(tensor.name, "rows of " + std::to_string(row_bytes) + " bytes do not divide its " +
+                                 std::to_string(tensor.nbytes) + " bytes");
+  const uint64_t total_rows = tensor.nbytes / row_bytes;
+  if (first_row > total_rows || rows > total_rows - first_row)
+    fail_tensor(tensor.name, "read of rows [" + std::to_string(first_row) + ", +" + std::to_string(rows) + ") of " +
+                                 std::to_string(row_bytes) + " bytes past its " + std::to_string(tensor.nbytes) +
+                                 " bytes");
+  const uint64_t at = uint64_t(tensor.data - bytes_.data()) + first_row * row_bytes;
+  if (!bytes_.is_mapped()) {
+    for (uint64_t r = 0; r < rows; ++r) std::memcpy(out + r * out_stride, bytes_.data() + at + r * row_bytes, row_bytes);
+    return;
+  }
+  // Each preadv scatters up to IOV_MAX rows straight into place: no bounce buffer.
+  read_file_range(
+      path_, at, rows * row_bytes,
+      [&](uint64_t done, std::vector<iovec>& pieces) {
+        // From byte `done` of the rows: the rest of its row, then whole rows.
+        const uint64_t row = done / row_bytes, into = done % row_bytes;
+        for (uint64_t r = row; r < rows && pieces.size() < uint64_t(IOV_MAX); ++r) {
+          const uint64_t skip = r == row ? into : 0;
+          pieces.push_back({out + r * out_stride + skip, size_t(row_bytes - skip)});
+        }
+      },
       label_ + ": tensor " + in_quotes(tensor.name));
 }
 
@@ -644,22 +678,55 @@ uint64_t GgufModelFiles::total_file_bytes() const {
 
 uint64_t GgufModelFiles::make_resident(const std::vector<std::string>& names,
                                       const std::function<void(uint64_t, uint64_t)>& progress) {
+  return make_resident(names, {}, progress);
+}
+
+uint64_t GgufModelFiles::make_resident(const std::vector<std::string>& names, const std::vector<RowPair>& row_pairs,
+                                      const std::function<void(uint64_t, uint64_t)>& progress) {
   if (arena_) throw Error(first().label() + ": make_resident: the tensors were already copied once");
   struct Pending {
     const GgufFile* file;
     const GgufTensor* tensor;
+    uint64_t bytes;  // of the copy (both tensors, for a pair)
     uint8_t* copy = nullptr;
+    // A RowPair: `tensor` is its first tensor, `second` the other; rows are row_bytes long.
+    const GgufFile* second_file = nullptr;
+    const GgufTensor* second = nullptr;
+    uint64_t row_bytes = 0;
   };
   std::vector<Pending> pending;
   std::set<std::string_view> seen;
   uint64_t total = 0, capacity = 0;
-  for (const std::string& name : names) {
-    if (!seen.insert(name).second) continue;
+  auto require = [&](const std::string& name) {
     const GgufTensor* tensor = find(name);
     if (!tensor) throw Error(first().label() + ": make_resident: no tensor " + in_quotes(name) + " in this model");
-    pending.push_back({&file_of(name), tensor});
-    total += tensor->nbytes;
-    capacity += (tensor->nbytes + 63) / 64 * 64;  // ResidentArena aligns every copy to 64 bytes
+    return tensor;
+  };
+  auto add = [&](Pending item) {
+    total += item.bytes;
+    capacity += (item.bytes + 63) / 64 * 64;  // ResidentArena aligns every copy to 64 bytes
+    pending.push_back(item);
+  };
+  for (const RowPair& pair : row_pairs) {
+    if (pair.first == pair.second)
+      throw Error(first().label() + ": make_resident: tensor " + in_quotes(pair.first) +
+                  " cannot be interleaved with itself");
+    for (const std::string* name : {&pair.first, &pair.second})
+      if (!seen.insert(*name).second)
+        throw Error(first().label() + ": make_resident: tensor " + in_quotes(*name) + " is in more than one copy");
+    const GgufTensor *a = require(pair.first), *b = require(pair.second);
+    if (a->type != b->type || a->shape() != b->shape() || a->nbytes == 0)
+      throw Error(first().label() + ": make_resident: cannot interleave the rows of " + in_quotes(a->name) + " (" +
+                  shape_to_string(a->shape()) + " " + std::string(ggml_type_name(a->type)) + ") and " +
+                  in_quotes(b->name) + " (" + shape_to_string(b->shape()) + " " + std::string(ggml_type_name(b->type)) +
+                  "): they need one type and one non-empty shape");
+    const uint64_t row_bytes = ggml_row_bytes(a->type, a->row_length()).value();  // whole blocks: checked on open
+    add({&file_of(a->name), a, 2 * a->nbytes, nullptr, &file_of(b->name), b, row_bytes});
+  }
+  for (const std::string& name : names) {
+    if (!seen.insert(name).second) continue;
+    const GgufTensor* tensor = require(name);
+    add({&file_of(name), tensor, tensor->nbytes});
   }
   if (pending.empty()) return 0;
   // In file order, so the reads stream through each file once.
@@ -669,29 +736,51 @@ uint64_t GgufModelFiles::make_resident(const std::vector<std::string>& names,
   auto arena = std::make_unique<ResidentArena>(capacity);
   struct Piece {
     const Pending* item;
-    uint64_t begin, count;
+    uint64_t begin, count;  // bytes of the tensor; for a pair, of each of its two tensors (whole rows)
   };
   std::vector<Piece> pieces;
   for (Pending& item : pending) {
-    item.copy = arena->allocate(item.tensor->nbytes);
-    for (uint64_t begin = 0; begin < item.tensor->nbytes; begin += kResidentCopyPieceBytes)
-      pieces.push_back({&item, begin, std::min(kResidentCopyPieceBytes, item.tensor->nbytes - begin)});
+    item.copy = arena->allocate(item.bytes);
+    const uint64_t bytes = item.row_bytes ? item.bytes / 2 : item.bytes;
+    const uint64_t step = item.row_bytes ? std::max<uint64_t>(1, kResidentCopyPieceBytes / 2 / item.row_bytes) * item.row_bytes
+                                         : kResidentCopyPieceBytes;
+    for (uint64_t begin = 0; begin < bytes; begin += step) pieces.push_back({&item, begin, std::min(step, bytes - begin)});
   }
   const uint64_t done = copy_pieces_in_parallel(
       pieces.size(), total,
       [&](size_t index) {
         const Piece& piece = pieces[index];
-        piece.item->file->read_tensor(*piece.item->tensor, piece.begin, piece.count, piece.item->copy + piece.begin);
-        return piece.count;
+        const Pending& item = *piece.item;
+        if (!item.row_bytes) {
+          item.file->read_tensor(*item.tensor, piece.begin, piece.count, item.copy + piece.begin);
+          return piece.count;
+        }
+        const uint64_t row = piece.begin / item.row_bytes, rows = piece.count / item.row_bytes;
+        uint8_t* out = item.copy + 2 * piece.begin;
+        item.file->read_tensor_rows(*item.tensor, row, rows, item.row_bytes, out, 2 * item.row_bytes);
+        item.second_file->read_tensor_rows(*item.second, row, rows, item.row_bytes, out + item.row_bytes,
+                                           2 * item.row_bytes);
+        return 2 * piece.count;
       },
       progress);
   for (const Pending& item : pending) {
+    if (item.row_bytes) {
+      interleaved_.emplace(item.tensor->name, InterleavedRows{item.copy, item.row_bytes, false, item.second->name});
+      interleaved_.emplace(item.second->name, InterleavedRows{item.copy, item.row_bytes, true, item.tensor->name});
+      continue;
+    }
     GgufTensor copy = *item.tensor;
     copy.data = item.copy;
     resident_.emplace(copy.name, std::move(copy));
   }
   arena_ = std::move(arena);
   return done;
+}
+
+std::optional<GgufModelFiles::InterleavedRows> GgufModelFiles::interleaved_rows(std::string_view name) const {
+  auto it = interleaved_.find(name);
+  if (it == interleaved_.end()) return std::nullopt;
+  return it->second;
 }
 
 std::span<const uint8_t> GgufModelFiles::resident_memory() const {

@@ -124,6 +124,11 @@ class GgufFile {
   // Copies bytes [begin, begin + count) of one of this file's tensors to `out`: read from the file
   // (read_file_range, the mapping's pages untouched) when it is mapped, else from the held bytes.
   void read_tensor(const GgufTensor& tensor, uint64_t begin, uint64_t count, uint8_t* out) const;
+  // Copies `rows` rows of `row_bytes` from row `first_row` of `tensor` (its bytes taken as rows of
+  // that length) to out + i * out_stride, read as read_tensor reads: a copy that interleaves two
+  // tensors' rows.
+  void read_tensor_rows(const GgufTensor& tensor, uint64_t first_row, uint64_t rows, uint64_t row_bytes, uint8_t* out,
+                        uint64_t out_stride) const;
 
  private:
   GgufFile() = default;
@@ -170,6 +175,28 @@ class GgufModelFiles {
   // bytes copied.
   uint64_t make_resident(const std::vector<std::string>& names,
                          const std::function<void(uint64_t, uint64_t)>& progress = {});
+  // Two tensors of one type and shape that make_resident copies into one allocation with their
+  // rows alternating: row i of `first` becomes row 2 i of the copy, row i of `second` row 2 i + 1
+  // (a row: ne0 values, for a stacked expert tensor every expert's rows in turn). A gate and an
+  // up projection are then read as one interleaved w13 matrix, one stream instead of two.
+  struct RowPair {
+    std::string first, second;
+  };
+  // make_resident that also copies `row_pairs` interleaved; a pair's tensors named in `names` too
+  // are still copied once, in the pair. Throws naming both tensors when a pair's types or shapes
+  // differ, or a tensor is in two pairs.
+  uint64_t make_resident(const std::vector<std::string>& names, const std::vector<RowPair>& row_pairs,
+                         const std::function<void(uint64_t, uint64_t)>& progress = {});
+  // Where make_resident put tensor `name` when it was one of a RowPair: the interleaved copy, the
+  // length of one row, whether `name` holds the odd rows, and the other tensor. find() goes on
+  // returning the file's view of such a tensor: its rows are not contiguous in the copy.
+  struct InterleavedRows {
+    const uint8_t* data = nullptr;
+    uint64_t row_bytes = 0;
+    bool odd = false;
+    std::string partner;
+  };
+  std::optional<InterleavedRows> interleaved_rows(std::string_view name) const;
   // The copies, as one range (empty before make_resident): what decode streams.
   std::span<const uint8_t> resident_memory() const;
   uint64_t resident_huge_page_bytes() const { return arena_ ? arena_->huge_page_bytes() : 0; }
@@ -178,6 +205,7 @@ class GgufModelFiles {
   std::vector<std::unique_ptr<GgufFile>> files_;
   std::unique_ptr<ResidentArena> arena_;
   std::map<std::string, GgufTensor, std::less<>> resident_;  // name -> the tensor with data in arena_
+  std::map<std::string, InterleavedRows, std::less<>> interleaved_;
   std::map<std::string, std::pair<size_t, size_t>, std::less<>> tensors_;  // name -> (file, tensor)
 };
 

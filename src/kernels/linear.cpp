@@ -475,7 +475,8 @@ void check_pair(const WeightMatrix& gate, const WeightMatrix& up) {
 // biases alike), the tensor itself as one matrix of 2 x rows: row 2 r is gate[r], 2 r + 1 is up[r].
 bool fused_w13(const WeightMatrix& gate, const WeightMatrix& up, WeightMatrix& w13) {
   const bool same_format = gate.format == up.format && gate.bits == up.bits && gate.group_size == up.group_size &&
-                           gate.scale_dtype == up.scale_dtype && gate.global_scale == up.global_scale;
+                           gate.scale_dtype == up.scale_dtype && gate.global_scale == up.global_scale &&
+                           gate.ggml_type == up.ggml_type;
   if (!same_format || gate.row_stride != up.row_stride || gate.row_stride % 2 != 0 ||
       up.data != gate.data + gate.row_stride / 2)
     return false;

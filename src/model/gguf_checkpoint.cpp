@@ -257,10 +257,20 @@ class GgufBinder {
         base.format = WeightFormat::Ggml;
         base.ggml_type = t.type;
     }
-    base.row_stride = int64_t(ggml_row_bytes(t.type, cols).value());  // whole blocks: checked by the reader
+    const int64_t row_bytes = int64_t(ggml_row_bytes(t.type, cols).value());  // whole blocks: checked by the reader
+    // Copied interleaved with a partner (a gate with its up), the rows alternate with the
+    // partner's in the copy, each matrix's at twice the row length.
+    const uint8_t* start = t.data;
+    base.row_stride = row_bytes;
+    std::string how;
+    if (auto copy = files_.interleaved_rows(name); copy && int64_t(copy->row_bytes) == row_bytes) {
+      start = copy->data + (copy->odd ? row_bytes : 0);
+      base.row_stride = 2 * row_bytes;
+      how = std::string(ggml_type_name(t.type)) + ", rows interleaved in memory with " + copy->partner;
+    }
     std::vector<WeightMatrix> out(size_t(count > 0 ? count : 1), base);
-    for (size_t e = 0; e < out.size(); ++e) out[e].data = t.data + int64_t(e) * rows * base.row_stride;
-    record(canonical, t, "", base.format);
+    for (size_t e = 0; e < out.size(); ++e) out[e].data = start + int64_t(e) * rows * base.row_stride;
+    record(canonical, t, how, base.format);
     return out;
   }
   WeightMatrix matrix(const std::string& name, const std::string& canonical, int64_t rows, int64_t cols) {
@@ -341,6 +351,29 @@ void GgufBinder::bind_all() {
   }
 }
 
+namespace {
+
+// Every gate / up pair the model binds (dense, routed and shared experts) whose two tensors have
+// one type and shape, to be copied with their rows interleaved: swiglu then reads each pair as
+// one w13 matrix, one stream instead of two. One decode step's front half of 8 experts (bench_kernels
+// ggml_swiglu_experts/, 2 threads, 6 alternated runs, medians): Q4_K 25.4 -> 27.6 GiB/s, IQ4_XS
+// 24.0 -> 25.6 GiB/s. Pairs of different types (a quantizer's mixture) stay apart.
+std::vector<GgufModelFiles::RowPair> gate_up_row_pairs(const GgufModelFiles& files, const std::set<std::string>& used) {
+  std::vector<GgufModelFiles::RowPair> pairs;
+  static const std::string kGate = "ffn_gate";
+  for (const std::string& gate : used) {
+    const size_t at = gate.find(kGate);
+    if (at == std::string::npos || gate.rfind("blk.", 0) != 0 || gate.find("ffn_gate_inp") != std::string::npos) continue;
+    const std::string up = gate.substr(0, at) + "ffn_up" + gate.substr(at + kGate.size());
+    if (!used.count(up)) continue;
+    const GgufTensor *a = files.find(gate), *b = files.find(up);
+    if (a && b && a->type == b->type && a->shape() == b->shape() && a->nbytes > 0) pairs.push_back({gate, up});
+  }
+  return pairs;
+}
+
+}  // namespace
+
 std::unique_ptr<Checkpoint> Checkpoint::open_gguf(const fs::path& path, const CheckpointOptions& options) {
   auto ckpt = std::make_unique<Checkpoint>();
   ckpt->gguf_ = GgufModelFiles::open(path);
@@ -358,7 +391,7 @@ std::unique_ptr<Checkpoint> Checkpoint::open_gguf(const fs::path& path, const Ch
     std::vector<std::string> used;
     for (const std::string& name : binder.used())
       if (name != "token_embd.weight") used.push_back(name);
-    ckpt->gguf_->make_resident(used, options.progress);
+    ckpt->gguf_->make_resident(used, gate_up_row_pairs(*ckpt->gguf_, binder.used()), options.progress);
     ckpt->weights_ = {};
     ckpt->bindings_.clear();
     GgufBinder resident_binder(*ckpt, *ckpt->gguf_);

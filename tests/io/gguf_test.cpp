@@ -418,6 +418,60 @@ TEST_F(GgufSplitTest, LoadsEveryFileAsOne) {
   EXPECT_TRUE(GgufModelFiles::looks_like_gguf(dir_));
 }
 
+// make_resident with row pairs: a gate and an up in different files of a split set, [2, 3, 32]
+// Q8_0 (3 rows of 34 bytes per expert), copied with their rows alternating over every expert;
+// find() keeps the file's views, a plain tensor its own copy. Mismatched or repeated pairs throw
+// naming both tensors.
+TEST_F(GgufSplitTest, RowPairsAreCopiedInterleaved) {
+  for (uint16_t i = 0; i < 2; ++i) {
+    GgufBuilder builder;
+    builder.add_u16("split.no", i);
+    builder.add_u16("split.count", 2);
+    if (i == 0) builder.add_i32("split.tensors.count", 5);
+    std::vector<uint8_t> bytes(6 * 34);
+    for (size_t b = 0; b < bytes.size(); ++b) bytes[b] = uint8_t(b * 7 + i * 100);
+    builder.add_tensor(i == 0 ? "gate" : "up", GgmlType::Q8_0, {32, 3, 2}, bytes);
+    if (i == 0) {
+      builder.add_tensor("norm", GgmlType::F32, {4});
+      builder.add_tensor("wide", GgmlType::Q8_0, {64, 3});
+    } else {
+      builder.add_tensor("other", GgmlType::Q4_0, {32, 3, 2});
+    }
+    char name[64];
+    std::snprintf(name, sizeof name, "pair-%05d-of-00002.gguf", i + 1);
+    builder.write(dir_ / name);
+  }
+  auto model = GgufModelFiles::open(dir_ / "pair-00001-of-00002.gguf");
+  const GgufTensor gate_file = *model->find("gate"), up_file = *model->find("up");
+  const uint64_t copied = model->make_resident({"norm", "up"}, {{"gate", "up"}});
+  EXPECT_EQ(copied, 2 * 6 * 34 + 16);
+  const auto gate = model->interleaved_rows("gate"), up = model->interleaved_rows("up");
+  ASSERT_TRUE(gate && up);
+  EXPECT_EQ(gate->data, up->data);
+  EXPECT_EQ(gate->row_bytes, 34u);
+  EXPECT_FALSE(gate->odd);
+  EXPECT_TRUE(up->odd);
+  EXPECT_EQ(gate->partner, "up");
+  EXPECT_EQ(up->partner, "gate");
+  for (int row = 0; row < 6; ++row) {
+    EXPECT_EQ(0, std::memcmp(gate->data + 2 * row * 34, gate_file.data + row * 34, 34)) << "gate row " << row;
+    EXPECT_EQ(0, std::memcmp(gate->data + (2 * row + 1) * 34, up_file.data + row * 34, 34)) << "up row " << row;
+  }
+  EXPECT_EQ(model->find("gate")->data, gate_file.data);  // not contiguous in the copy
+  EXPECT_FALSE(model->interleaved_rows("norm"));
+  const uint8_t* norm = model->find("norm")->data;
+  EXPECT_TRUE(norm >= model->resident_memory().data() &&
+              norm < model->resident_memory().data() + model->resident_memory().size());
+
+  auto fresh = GgufModelFiles::open(dir_ / "pair-00001-of-00002.gguf");
+  expect_error([&] { fresh->make_resident({}, {{"gate", "other"}}); },
+               {"\"gate\"", "\"other\"", "Q8_0", "Q4_0", "one type and one non-empty shape"});
+  expect_error([&] { fresh->make_resident({}, {{"gate", "wide"}}); }, {"[2, 3, 32]", "[3, 64]"});
+  expect_error([&] { fresh->make_resident({}, {{"gate", "gate"}}); }, {"\"gate\"", "with itself"});
+  expect_error([&] { fresh->make_resident({}, {{"gate", "up"}, {"up", "other"}}); }, {"\"up\"", "more than one copy"});
+  expect_error([&] { fresh->make_resident({}, {{"gate", "missing"}}); }, {"no tensor \"missing\""});
+}
+
 TEST_F(GgufSplitTest, MustStartAtTheFirstFile) {
   write_set("model");
   expect_error([&] { GgufModelFiles::open(dir_ / "model-00002-of-00003.gguf"); },

@@ -277,6 +277,79 @@ TEST(GgufModel, HugePageWeightsGiveIdenticalLogits) {
   EXPECT_EQ(logits_of(*resident, tokens), logits_of(*mapped, tokens));
 }
 
+// Copied into memory, each gate / up pair of one type (dense, routed and shared experts) has its
+// rows interleaved, as the original layouts' w13: up starts one gate row after gate, both at twice
+// the stored row length, every expert of a stack in turn. Every row still dequantizes to the
+// mapped file's, the logits are bit-identical, and the bindings say which tensors were paired. A
+// pair of two types (the routed experts' up here) stays apart.
+TEST(GgufModel, GateAndUpOfOneTypeInterleavedWhenCopiedIntoMemory) {
+  const Checkpoint& source = open_tiny("original-f32");
+  const fs::path dir = scratch("interleaved");
+  GgufModelOptions options;
+  options.matrix_type = [](const GgufMatrixSlot& slot) {
+    return slot.name.find("ffn_up_exps") != std::string::npos ? GgmlType::Q4_0 : GgmlType::Q8_0;
+  };
+  const fs::path file = write_gguf_model(source, dir / "tiny.gguf", options);
+  CheckpointOptions resident_options;
+  resident_options.memory = WeightMemory::HugePages;
+  auto mapped = Checkpoint::open(file), resident = Checkpoint::open(file, resident_options);
+  const std::span<const uint8_t> copies = resident->resident_memory();
+  auto in_copies = [&](const uint8_t* data) { return data >= copies.data() && data < copies.data() + copies.size(); };
+  auto same_rows = [](const WeightMatrix& a, const WeightMatrix& b, const std::string& label) {
+    ASSERT_EQ(a.rows, b.rows) << label;
+    std::vector<float> row_a(size_t(a.cols)), row_b(size_t(b.cols));
+    for (int64_t r = 0; r < a.rows; ++r) {
+      dequantize_row(a, r, row_a.data());
+      dequantize_row(b, r, row_b.data());
+      ASSERT_EQ(row_a, row_b) << label << " row " << r;
+    }
+  };
+  auto expect_pair = [&](const GatedExpert& got, const GatedExpert& want, bool interleaved, const std::string& label) {
+    const int64_t row_bytes = int64_t(ggml_row_bytes(got.gate.ggml_type, got.gate.cols).value());
+    EXPECT_TRUE(in_copies(got.gate.data) && in_copies(got.up.data) && in_copies(got.down.data)) << label;
+    EXPECT_EQ(got.gate.row_stride, interleaved ? 2 * row_bytes : row_bytes) << label;
+    if (interleaved) {
+      EXPECT_EQ(got.up.data, got.gate.data + row_bytes) << label;
+    }
+    EXPECT_EQ(got.down.row_stride, int64_t(ggml_row_bytes(got.down.ggml_type, got.down.cols).value())) << label;
+    same_rows(got.gate, want.gate, label + " gate");
+    same_rows(got.up, want.up, label + " up");
+    same_rows(got.down, want.down, label + " down");
+  };
+  int dense = 0, routed = 0, shared = 0;
+  for (size_t i = 0; i < resident->weights().layers.size(); ++i) {
+    const MlpWeights &got = resident->weights().layers[i].mlp, &want = mapped->weights().layers[i].mlp;
+    const std::string layer = "layer " + std::to_string(i);
+    if (!got.experts.empty()) {
+      for (size_t e = 0; e < got.experts.size(); ++e, ++routed)
+        expect_pair(got.experts[e], want.experts[e], false, layer + " expert " + std::to_string(e));
+      for (size_t e = 0; e < got.shared.size(); ++e, ++shared)
+        expect_pair(got.shared[e], want.shared[e], true, layer + " shared " + std::to_string(e));
+    } else {
+      expect_pair(got.dense_mlp, want.dense_mlp, true, layer + " dense");
+      ++dense;
+    }
+  }
+  EXPECT_GT(dense, 0);
+  EXPECT_GT(routed, 0);
+  EXPECT_GT(shared, 0);
+  int noted = 0;
+  for (const BindingRecord& b : resident->bindings()) {
+    const bool paired = b.source.find("ffn_gate_shexp") != std::string::npos ||
+                        b.source.find("ffn_up_shexp") != std::string::npos ||
+                        b.source.find("ffn_gate.") != std::string::npos || b.source.find("ffn_up.") != std::string::npos;
+    EXPECT_EQ(b.how.find("rows interleaved in memory with") != std::string::npos, paired) << b.source << ": " << b.how;
+    if (b.source == "blk.0.ffn_gate.weight") {
+      EXPECT_EQ(b.how, "Q8_0, rows interleaved in memory with blk.0.ffn_up.weight");
+    }
+    noted += paired;
+  }
+  EXPECT_EQ(noted, 2 * resident->config().text.num_layers);  // each layer's dense or shared gate and up
+  for (const BindingRecord& b : mapped->bindings()) EXPECT_EQ(b.how.find("interleaved"), std::string::npos) << b.source;
+  const std::vector<int32_t> tokens = random_tokens(10, 3);
+  EXPECT_EQ(logits_of(*resident, tokens), logits_of(*mapped, tokens));
+}
+
 // ---- bad files name the file and the key or tensor ----
 
 void expect_open_error(const fs::path& file, const std::vector<std::string>& phrases) {

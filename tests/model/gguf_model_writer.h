@@ -33,6 +33,7 @@ inline std::vector<uint8_t> encode_ggml(GgmlType type, const std::vector<float>&
 
 struct GgufModelOptions {
   GgmlType matrices = GgmlType::F32;  // the projections, experts, embedding and head
+  std::function<GgmlType(const GgufMatrixSlot&)> matrix_type;  // when set, each matrix's type instead
   GgmlType vectors = GgmlType::F32;   // norms (convs, rel_proj, router, biases stay F32 as the converter keeps them)
   int splits = 1;                     // > 1: NAME-0000k-of-0000n.gguf files
   // Not F32: the matrices are encoded in this type and decoded again, and stored as `matrices`:
@@ -58,7 +59,8 @@ inline std::vector<float> round_trip_values(GgmlType type, const std::vector<flo
 inline std::filesystem::path write_gguf_model(const Checkpoint& ckpt, const std::filesystem::path& path,
                                               const GgufModelOptions& options = {}) {
   GgufExportOptions exporting;
-  exporting.matrix_type = [type = options.matrices](const GgufMatrixSlot&) { return type; };
+  exporting.matrix_type = options.matrix_type ? options.matrix_type
+                                              : [type = options.matrices](const GgufMatrixSlot&) { return type; };
   exporting.vector_type = options.vectors;
   exporting.vocabulary = options.vocabulary;
   exporting.sampling = false;  // the tests add general.sampling.* keys themselves (extra_metadata)
