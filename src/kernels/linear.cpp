@@ -15,6 +15,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/prefetch.h"
+#include "kernels/product_profile.h"
 #include "kernels/thread_pool.h"
 #include "tensor/aligned_vector.h"
 #include "tensor/error.h"
@@ -654,6 +655,7 @@ void matvec_batch(std::span<const MatvecProduct> products) {
     bytes += p.w->bytes_read();
     rows += p.w->rows;
   }
+  const detail::ProductTimer timer(bytes);
   const Backend& backend =
       backend_for_products(products, [](const MatvecProduct& p) { return std::array{p.w}; });
   auto matrix = [&](size_t i) -> const WeightMatrix& { return *products[i].w; };
@@ -705,6 +707,7 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
   if (n == 1) return matvec(w, x, y);
   check(w, "matmul");
   if (n <= 0) return;
+  const detail::ProductTimer timer(w.bytes_read());
   const Backend& backend = backend_for_all({&w});
   if (n <= kDecodeBatchMaxTokens) return matmul_decode_batch(backend, w, x, n, y);
   matmul_tiled(backend, w, x, n, y);
@@ -713,6 +716,7 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
 void matmul_mixed(const WeightMatrix& w, const float* x, int64_t n, int64_t decode_rows, float* y) {
   if (n <= 0) return;
   check(w, "matmul");
+  const detail::ProductTimer timer(w.bytes_read());
   for_mixed_groups(
       n, decode_rows, "matmul_mixed",
       [&](int64_t first, int64_t count) { matmul(w, x + first * w.cols, count, y + first * w.rows); },
@@ -735,6 +739,7 @@ void swiglu_matvec_batch(std::span<const SwigluProduct> products) {
     bytes += p.gate->bytes_read() + p.up->bytes_read();
     rows += p.gate->rows;
   }
+  const detail::ProductTimer timer(bytes);
   const Backend& backend =
       backend_for_products(products, [](const SwigluProduct& p) { return std::array{p.gate, p.up}; });
   const size_t count = products.size();
@@ -826,6 +831,7 @@ void swiglu_matmul(const WeightMatrix& gate, const WeightMatrix& up, const float
   if (n == 1) return swiglu_matvec(gate, up, x, out);
   check_pair(gate, up);
   if (n <= 0) return;
+  const detail::ProductTimer timer(gate.bytes_read() + up.bytes_read());
   const Backend& backend = backend_for_all({&gate, &up});
   if (n <= kDecodeBatchMaxTokens) return swiglu_decode_batch(backend, gate, up, x, n, out);
   swiglu_tiled(backend, gate, up, x, n, out);
@@ -835,6 +841,7 @@ void swiglu_matmul_mixed(const WeightMatrix& gate, const WeightMatrix& up, const
                          int64_t decode_rows, float* out) {
   if (n <= 0) return;
   check_pair(gate, up);
+  const detail::ProductTimer timer(gate.bytes_read() + up.bytes_read());
   for_mixed_groups(
       n, decode_rows, "swiglu_matmul_mixed",
       [&](int64_t first, int64_t count) {

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <optional>
 
 #include "kernels/linear.h"
+#include "kernels/product_profile.h"
 #include "tensor/dtype.h"
 #include "kernels/thread_pool.h"
 #include "kernels/vector_ops.h"
@@ -369,6 +371,7 @@ void InklingModel::forward_step(std::span<const BatchItem> items, float* all_log
   if (count == 0) return;
   WeightMatrix head = weights_.lm_head;
   head.rows = vocab_;  // the padded rows are never produced
+  const kernels::ProductLabel label("head");
   if (all_logits) return kernels::matmul_mixed(head, h_.data(), count, 0, all_logits);
   if (count == 1) return kernels::matvec(head, h_.data(), outputs[0]);
   // Every sampling row is one sequence's last: each takes the matvec it takes alone.
@@ -380,6 +383,7 @@ void InklingModel::forward_step(std::span<const BatchItem> items, float* all_log
 
 void InklingModel::attention(int layer, std::span<const BatchItem> items, int64_t rows) {
   const LayerWeights& lw = weights_.layers[size_t(layer)];
+  std::optional<kernels::ProductLabel> label(std::in_place, "attention q/k/v/r");
   if (rows == 1) {  // decode: the four projections of one x in one pass over their weights
     const kernels::MatvecProduct projections[] = {{&lw.attn.q, h_.data(), q_.data()},
                                                   {&lw.attn.k, h_.data(), k_.data()},
@@ -397,6 +401,7 @@ void InklingModel::attention(int layer, std::span<const BatchItem> items, int64_
     attend_sequence(layer, *item.state, row0, int64_t(item.tokens.size()));
     row0 += int64_t(item.tokens.size());
   }
+  label.emplace("attention output");
   kernels::matmul_mixed(lw.attn.o, attn_out_.data(), rows, decode_rows_, a_.data());
 }
 
@@ -508,7 +513,11 @@ void InklingModel::mlp(int layer, int64_t n) {
   const MlpWeights& mw = weights_.layers[size_t(layer)].mlp;
   const int64_t h = c.hidden_size;
   if (mw.dense) {
-    kernels::swiglu_matmul_mixed(mw.dense_mlp.gate, mw.dense_mlp.up, h_.data(), n, decode_rows_, expert_act_.data());
+    {
+      const kernels::ProductLabel label("dense gate/up");
+      kernels::swiglu_matmul_mixed(mw.dense_mlp.gate, mw.dense_mlp.up, h_.data(), n, decode_rows_, expert_act_.data());
+    }
+    const kernels::ProductLabel label("dense down");
     kernels::matmul_mixed(mw.dense_mlp.down, expert_act_.data(), n, decode_rows_, m_.data());
     for (int64_t i = 0; i < n * h; ++i) m_[size_t(i)] *= mw.global_scale;
     return;
@@ -521,6 +530,7 @@ void InklingModel::mlp(int layer, int64_t n) {
     // quantized router then sees its x as llama.cpp's does).
     kernels::MatmulPrecision saved = kernels::matmul_precision();
     if (!options_.llama_rounding) kernels::set_matmul_precision(kernels::MatmulPrecision::Exact);
+    const kernels::ProductLabel label("router");
     kernels::matmul_mixed(mw.router, h_.data(), n, decode_rows_, router_logits_.data());
     kernels::set_matmul_precision(saved);
   }
@@ -551,7 +561,9 @@ void InklingModel::mlp(int layer, int64_t n) {
     // Rows are gathered in step order, so the decode rows among them come first.
     int64_t decode_count = 0;
     while (decode_count < count && rows[size_t(decode_count)] < decode_rows_) ++decode_count;
+    std::optional<kernels::ProductLabel> label(std::in_place, "experts gate/up");
     kernels::swiglu_matmul_mixed(expert.gate, expert.up, expert_in_.data(), count, decode_count, expert_act_.data());
+    label.emplace("experts down");
     kernels::matmul_mixed(expert.down, expert_act_.data(), count, decode_count, expert_out_.data());
     for (int64_t i = 0; i < count; ++i) {
       float w = row_weight[size_t(i)];
@@ -563,12 +575,14 @@ void InklingModel::mlp(int layer, int64_t n) {
   // Shared experts: gammas multiply silu(gate) * up before the down projection.
   for (int64_t sh = 0; sh < shared; ++sh) {
     const GatedExpert& expert = mw.shared[size_t(sh)];
+    std::optional<kernels::ProductLabel> label(std::in_place, "experts gate/up");
     kernels::swiglu_matmul_mixed(expert.gate, expert.up, h_.data(), n, decode_rows_, expert_act_.data());
     for (int64_t t = 0; t < n; ++t) {
       float w = weight[size_t(t * (top_k + shared) + top_k + sh)];
       float* act = expert_act_.data() + t * width;
       for (int64_t j = 0; j < width; ++j) act[j] *= w;
     }
+    label.emplace("experts down");
     kernels::matmul_mixed(expert.down, expert_act_.data(), n, decode_rows_, expert_out_.data());
     for (int64_t i = 0; i < n * h; ++i) m_[size_t(i)] += expert_out_[size_t(i)];
   }
@@ -595,14 +609,20 @@ void InklingModel::moe_decode(const MlpWeights& mw) {
     fronts[size_t(slot)] = {&expert.gate, &expert.up, h_.data(), act};
     downs[size_t(slot)] = {&expert.down, act, expert_out_.data() + slot * h};
   }
-  kernels::swiglu_matvec_batch(fronts);
+  {
+    const kernels::ProductLabel label("experts gate/up");
+    kernels::swiglu_matvec_batch(fronts);
+  }
   // Shared experts: gammas multiply silu(gate) * up before the down projection.
   for (int64_t sh = 0; sh < shared; ++sh) {
     const float w = routing_weights_[size_t(top_k + sh)];
     float* act = expert_act_.data() + (top_k + sh) * width;
     for (int64_t j = 0; j < width; ++j) act[j] *= w;
   }
-  kernels::matvec_batch(downs);
+  {
+    const kernels::ProductLabel label("experts down");
+    kernels::matvec_batch(downs);
+  }
   for (int64_t slot = 0; slot < active; ++slot) {
     const float w = slot < top_k ? routing_weights_[size_t(order[size_t(slot)])] : 1.0f;
     const float* src = expert_out_.data() + slot * h;

@@ -126,6 +126,50 @@ TEST(BenchCli, DepthPrefillsTheDecodeSequence) {
   EXPECT_NE(negative.error_lines()[0].find("-d must be zero or positive"), std::string::npos) << negative.error_lines()[0];
 }
 
+// --profile: one more tg run with the products timed. Every weight a token streams but its
+// embedding row is in some product family, so their bytes add up to the report's bytes per token; each family's GB/s is
+// its bytes over its time, and the families and the time outside them make up the step.
+TEST(BenchCli, ProfileAccountsForEveryWeightByte) {
+  const fs::path dir = synth_tiny("original-bf16");
+  ProcessResult result =
+      run_inkling({"bench", "-m", dir.string(), "-p", "4", "-n", "4", "--reps", "1", "--profile", "--json"});
+  ASSERT_EQ(result.exit_code, 0) << result.describe();
+  const nlohmann::json report = nlohmann::json::parse(result.out);
+  const nlohmann::json& profile = report["decode_profile"];
+  const double step_ms = profile["step_ms"];
+  EXPECT_GT(step_ms, 0.0);
+  EXPECT_GT(double(profile["read_bandwidth_gb_s"]), 0.0);
+  double mb = 0, share = 0;
+  std::vector<std::string> families;
+  for (const nlohmann::json& p : profile["products"]) {
+    families.push_back(p["product"]);
+    share += double(p["share_of_step"]);
+    EXPECT_NEAR(double(p["share_of_step"]), double(p["ms_per_token"]) / step_ms, 1e-9) << p.dump();
+    if (p["product"] == "outside products") continue;
+    mb += double(p["mb_per_token"]);
+    if (double(p["ms_per_token"]) > 0) {
+      EXPECT_NEAR(double(p["gb_s"]), double(p["mb_per_token"]) / double(p["ms_per_token"]),
+                  1e-9 * double(p["gb_s"])) << p.dump();
+    }
+  }
+  // All but the one embedding row a token gathers (64 bf16 values here).
+  EXPECT_NEAR(mb * 1e6 + 128, double(report["weight_bytes_per_token"]), 1e-9 * double(report["weight_bytes_per_token"]));
+  EXPECT_NEAR(share, 1.0, 1e-9);
+  for (const char* family : {"attention q/k/v/r", "attention output", "dense gate/up", "dense down", "router",
+                             "experts gate/up", "experts down", "head", "outside products"})
+    EXPECT_NE(std::find(families.begin(), families.end(), family), families.end()) << family;
+  EXPECT_EQ(std::find(families.begin(), families.end(), "other products"), families.end());
+
+  ProcessResult table = run_inkling({"bench", "-m", dir.string(), "-p", "4", "-n", "2", "--reps", "1", "--profile"});
+  ASSERT_EQ(table.exit_code, 0) << table.describe();
+  EXPECT_NE(table.out.find("| product | calls/token | MB/token | ms/token | GB/s | of read bandwidth | of the step |"),
+            std::string::npos) << table.out;
+  ProcessResult batched = run_inkling({"bench", "-m", dir.string(), "--batch", "1,2", "--profile"});
+  EXPECT_EQ(batched.exit_code, 2) << batched.describe();
+  ASSERT_EQ(batched.error_lines().size(), 1u) << batched.describe();
+  EXPECT_NE(batched.error_lines()[0].find("leave out --batch"), std::string::npos) << batched.error_lines()[0];
+}
+
 TEST(BenchCli, BadArgumentsExitTwoWithOneLine) {
   const std::string dir = synth_tiny("original-bf16").string();
   for (const std::vector<std::string>& args :

@@ -10,6 +10,7 @@
 #include "apps/cli/commands.h"
 #include "kernels/isa.h"
 #include "kernels/linear.h"
+#include "kernels/product_profile.h"
 #include "kernels/thread_pool.h"
 #include "kernels/vector_ops.h"
 #include "model/forward.h"
@@ -170,7 +171,7 @@ Runner add_bench(CLI::App& app) {
     int prompt = 512, generate = 128, reps = 3, depth = 0;
     std::string batch;
     RuntimeArgs runtime;
-    bool json = false;
+    bool json = false, profile = false;
   };
   auto args = std::make_shared<Args>();
   app.add_option("-m,--model", args->model, "checkpoint directory or .gguf file")->required();
@@ -188,9 +189,13 @@ Runner add_bench(CLI::App& app) {
       ->type_name("LIST");
   app.add_option("--reps", args->reps, "repetitions; medians are reported")->capture_default_str();
   app.add_flag("--json", args->json, "print JSON instead of a table");
+  app.add_flag("--profile", args->profile,
+               "after the reps, one more tg run with every weight product timed: per product family its calls, "
+               "MB, ms and GB/s per token against the read bandwidth, and the time outside products (not with --batch)");
   return [args] {
     if (args->prompt <= 0 || args->generate <= 0 || args->reps <= 0) throw Error("-p, -n and --reps must be positive");
     if (args->depth < 0) throw Error("-d must be zero or positive, got " + std::to_string(args->depth));
+    if (args->profile && !args->batch.empty()) throw Error("--profile times single-sequence decode; leave out --batch");
     RunOptions run = args->runtime.apply();
     int threads = kernels::thread_count();
     auto start = std::chrono::steady_clock::now();
@@ -325,6 +330,37 @@ Runner add_bench(CLI::App& app) {
       std::fprintf(stderr, " %.2f tok/s (read bandwidth %.1f GB/s before, %.1f after: %.0f%%)\n", tg.back(),
                    bandwidths_before.back(), bandwidths_after.back(), 100.0 * efficiencies.back());
     }
+    // The profiled run comes after the timed reps, so its timers never touch their numbers.
+    nlohmann::ordered_json profile = nlohmann::ordered_json::array();
+    double profile_step_seconds = 0, profile_bandwidth = 0;
+    if (args->profile) {
+      std::fprintf(stderr, "profile: %s with every product timed ...\n", tg_label.c_str());
+      SequenceState decode_state = model.new_sequence();
+      if (!context.empty()) model.prefill(decode_state, context, logits.data());
+      const double before = measure_bandwidth();
+      kernels::reset_product_profile();
+      kernels::set_product_profiling(true);
+      int32_t token = 1;
+      auto t1 = std::chrono::steady_clock::now();
+      for (int i = 0; i < args->generate; ++i) {
+        model.prefill(decode_state, std::span<const int32_t>(&token, 1), logits.data());
+        token = argmax(logits);
+      }
+      profile_step_seconds = seconds_since(t1) / double(args->generate);
+      kernels::set_product_profiling(false);
+      profile_bandwidth = 0.5 * (before + measure_bandwidth());
+      double in_products = 0;
+      for (const kernels::ProductTimes& p : kernels::product_profile()) {
+        const double per_token = p.seconds / double(args->generate), bytes = double(p.weight_bytes) / double(args->generate);
+        in_products += per_token;
+        profile.push_back({{"product", p.label}, {"calls_per_token", double(p.calls) / double(args->generate)},
+                           {"mb_per_token", bytes / 1e6}, {"ms_per_token", per_token * 1e3},
+                           {"gb_s", per_token > 0 ? bytes / per_token / 1e9 : 0.0},
+                           {"share_of_step", per_token / profile_step_seconds}});
+      }
+      profile.push_back({{"product", "outside products"}, {"ms_per_token", (profile_step_seconds - in_products) * 1e3},
+                         {"share_of_step", 1.0 - in_products / profile_step_seconds}});
+    }
     double pp_median = median(pp), tg_median = median(tg);
     double bandwidth = median(bandwidths), efficiency = median(efficiencies);
     double flops = 0.0;
@@ -347,6 +383,9 @@ Runner add_bench(CLI::App& app) {
         {"huge_page_gb", double(ckpt->resident_huge_page_bytes()) / 1e9}, {"reps", args->reps},
         {"pp_all", pp}, {"tg_all", tg}, {"read_bandwidth_all", bandwidths},
         {"read_bandwidth_before_all", bandwidths_before}, {"read_bandwidth_after_all", bandwidths_after}, {"decode_efficiency_all", efficiencies}};
+    if (args->profile)
+      out["decode_profile"] = {{"step_ms", profile_step_seconds * 1e3}, {"read_bandwidth_gb_s", profile_bandwidth},
+                               {"products", profile}};
     if (args->json) {
       std::cout << out.dump(2) << "\n";
       return 0;
@@ -359,6 +398,23 @@ Runner add_bench(CLI::App& app) {
                 args->runtime.precision_label().c_str(), kernel_label().c_str(),
                 threads, weight_memory_label(*ckpt), pp_median, tg_median, bytes_per_token / 1e9, bandwidth, 100.0 * efficiency, prefill_gflops,
                 fma_peak, load_seconds, peak_rss_gb);
+    if (args->profile) {
+      std::printf("\ndecode profile: %.2f ms a token (%.2f tok/s with the timers), read bandwidth %.1f GB/s\n\n",
+                  profile_step_seconds * 1e3, 1.0 / profile_step_seconds, profile_bandwidth);
+      std::printf("| product | calls/token | MB/token | ms/token | GB/s | of read bandwidth | of the step |\n");
+      std::printf("|---|---|---|---|---|---|---|\n");
+      for (const auto& p : profile) {
+        const double share = p["share_of_step"].get<double>() * 100.0;
+        if (!p.contains("gb_s")) {
+          std::printf("| %s | | | %.3f | | | %.1f%% |\n", p["product"].get<std::string>().c_str(),
+                      p["ms_per_token"].get<double>(), share);
+          continue;
+        }
+        std::printf("| %s | %.1f | %.1f | %.3f | %.1f | %.0f%% | %.1f%% |\n", p["product"].get<std::string>().c_str(),
+                    p["calls_per_token"].get<double>(), p["mb_per_token"].get<double>(), p["ms_per_token"].get<double>(),
+                    p["gb_s"].get<double>(), 100.0 * p["gb_s"].get<double>() / profile_bandwidth, share);
+      }
+    }
     return 0;
   };
 }
