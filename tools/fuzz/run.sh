@@ -46,11 +46,11 @@ pcre=($(pkg-config --cflags --libs libpcre2-8))
 # Sources each target links (the fuzz entry point itself comes first).
 sources_of() {
   # The tokenizer reads GGUF vocabularies too (gguf_tokenizer.cpp): it links the GGUF reader.
-  local tok="src/runtime/tokenizer/*.cpp src/io/text_file.cpp src/io/gguf.cpp src/io/mapped_file.cpp src/io/resident_memory.cpp src/tensor/ggml_types.cpp"
+  local tok="src/runtime/tokenizer/*.cpp src/io/text_file.cpp src/io/gguf.cpp src/io/mapped_file.cpp src/io/resident_memory.cpp src/tensor/ggml_types.cpp src/tensor/tensor_view.cpp src/tensor/dtype.cpp"
   local jinja="src/runtime/jinja/*.cpp"
   case "$1" in
     safetensors) echo "src/io/safetensors.cpp src/io/mapped_file.cpp src/tensor/dtype.cpp src/tensor/tensor_view.cpp" ;;
-    gguf) echo "src/io/gguf.cpp src/io/gguf_writer.cpp src/io/mapped_file.cpp src/io/resident_memory.cpp src/tensor/ggml_types.cpp src/tensor/ggml_dequantize.cpp src/tensor/dtype.cpp" ;;
+    gguf) echo "src/io/gguf.cpp src/io/gguf_writer.cpp src/io/mapped_file.cpp src/io/resident_memory.cpp src/tensor/ggml_types.cpp src/tensor/ggml_dequantize.cpp src/tensor/dtype.cpp src/tensor/tensor_view.cpp" ;;
     config) echo "src/model/config.cpp src/io/text_file.cpp" ;;
     tokenizer) echo "$tok" ;;
     jinja) echo "$jinja src/io/text_file.cpp" ;;
