@@ -79,6 +79,12 @@ std::vector<std::filesystem::path> data_dir_candidates() {
 
 }  // namespace
 
+int64_t synth_successor(int64_t token) {
+  if (token < 0 || token >= kSynthChainTokens) return -1;
+  // 7919 is prime and divides no factor of 199998 = 2 * 3^2 * 41 * 271: a bijection.
+  return (token * 7919 + 1) % kSynthChainTokens;
+}
+
 std::filesystem::path data_dir() {
   const std::vector<std::filesystem::path> candidates = data_dir_candidates();
   for (const auto& dir : candidates)
@@ -278,6 +284,21 @@ void write_synthetic_checkpoint(const std::filesystem::path& dir, const SynthOpt
     for (int64_t j = 0; j < n; ++j) {
       float noise = unit_noise(stream, uint64_t(j));
       out[size_t(j)] = scale < 0 ? 1.0f + (-scale) * noise : scale * noise;
+    }
+    if (options.confident_head && spec.name == "model.llm.unembed.weight") {
+      // Row successor(t) += scale * embedding(t) (the embedding's own noise, unit scale): the
+      // final hidden state keeps a share c of its token's normalized embedding through the
+      // residual, which adds about 3 * c * sqrt(h) to that row's logit (tens; the rest's std
+      // stays near 3 * sqrt(2)).
+      const uint64_t embed_stream = splitmix64(seed ^ hash_name("model.llm.embed.weight"));
+      if (spec.shape[0] < kSynthChainTokens)
+        throw Error("confident head: the vocabulary has " + std::to_string(spec.shape[0]) + " rows, fewer than " +
+                    std::to_string(kSynthChainTokens) + " regular tokens");
+#pragma omp parallel for schedule(static)
+      for (int64_t token = 0; token < kSynthChainTokens; ++token) {
+        float* row = out.data() + size_t(synth_successor(token) * h);
+        for (int64_t c = 0; c < h; ++c) row[c] += scale * unit_noise(embed_stream, uint64_t(token * h + c));
+      }
     }
   };
   WriteOptions write_options;

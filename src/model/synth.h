@@ -23,8 +23,18 @@ struct SynthOptions {
   // every token selects the first top-k experts and no rounding can flip a choice: for comparing
   // two engines' greedy tokens, which a random router's near-tied scores part within a few tokens.
   bool separated_routing = false;
+  // Each regular token's head row also holds the embedding of one token it follows
+  // (synth_successor), so the model predicts that successor far ahead of the rest, as a trained
+  // model is sure of most tokens: a random head's top two logits are often a few hundredths apart,
+  // which any rounding flips. The rest of the distribution still comes from the whole network.
+  bool confident_head = false;
   std::function<void(uint64_t done, uint64_t total)> progress;
 };
+
+// The token a --confident-head checkpoint predicts after `token`: a fixed permutation of the
+// regular (non-special) ids [0, kSynthChainTokens); special and padding ids have none (-1).
+inline constexpr int64_t kSynthChainTokens = 199998;
+int64_t synth_successor(int64_t token);
 
 // The text_config of a preset, spelled as the matching release spells it: the 0.6B style
 // (HF MLP spelling, layer_types) for original-f32, the Inkling-Small style (native spelling,

@@ -15,6 +15,7 @@ Runner add_synth(CLI::App& app) {
     std::string out, layout = "original-bf16", preset = "tiny";
     uint64_t seed = 0;
     bool separated_routing = false;
+    bool confident_head = false;
   };
   auto args = std::make_shared<Args>();
   app.add_option("OUT", args->out, "output directory")->required();
@@ -25,12 +26,17 @@ Runner add_synth(CLI::App& app) {
   app.add_flag("--separated-routing", args->separated_routing,
                "router biases that make every token pick the same experts, far from any tie (for comparing "
                "engines' greedy tokens)");
+  app.add_flag("--confident-head", args->confident_head,
+               "a head that predicts one successor of each regular token far ahead of the rest, as a trained "
+               "model is sure of most tokens (for comparing engines' greedy tokens; a random head's near ties "
+               "part them)");
   return [args] {
     SynthOptions options;
     options.format = parse_target_format(args->layout);
     options.preset = parse_synth_preset(args->preset);
     options.seed = args->seed;
     options.separated_routing = args->separated_routing;
+    options.confident_head = args->confident_head;
     Progress progress("synth " + args->preset + " " + args->layout);
     options.progress = std::ref(progress);
     write_synthetic_checkpoint(args->out, options);
